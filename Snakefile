@@ -1,0 +1,31 @@
+# scalerepro: reproduce large-scale synchronous data-parallel ImageNet training
+# (Ying et al. 2018; Kumar et al. 2017; Cho et al. 2017) and measure a cluster
+# against the published results. This file is the table of contents only.
+#
+#   laptop:  make run   (= snakemake --cores 2 --profile workflow/profiles/laptop)
+#   SLURM:   snakemake --profile workflow/profiles/slurm --configfile config/cluster.yaml
+
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/bench.smk"
+include: "workflow/rules/analysis.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    input:
+        "results/metrics.json",
+        PLOTS,
+    default_target: True

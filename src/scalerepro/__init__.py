@@ -1,0 +1,3 @@
+"""scalerepro: reproduce large-scale synchronous data-parallel ImageNet training experiments."""
+
+__version__ = "0.1.0"

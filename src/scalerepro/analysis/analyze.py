@@ -1,0 +1,147 @@
+"""Time-to-accuracy, throughput, scaling efficiency, all-reduce share, baselines -> metrics.
+
+Definitions (../shared/design/BASELINES.md): time-to-accuracy is the wall
+time from ``run_start`` to the first evaluation whose top-1 reaches the
+target; start-up before the first epoch is reported beside it, never hidden.
+Throughput is the median images/s over epochs after the first (the first
+carries warm-up) or the only epoch. Scaling efficiency at N ranks is
+throughput(N) / (N/N0 x throughput(N0)) with N0 the smallest measured count.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from scalerepro.analysis.collect import read_tables
+from scalerepro.errors import UserError
+from scalerepro.io import write_json_atomic, write_text_atomic
+
+
+def time_to_accuracy(evals: pd.DataFrame, target: float) -> float | None:
+    """Seconds from run_start to the first eval with top1 >= target (None if never reached)."""
+    hit = evals[evals["top1"] >= target].sort_values("elapsed_s")
+    return float(hit["elapsed_s"].iloc[0]) if len(hit) else None
+
+
+def throughput(epochs: pd.DataFrame) -> float:
+    """Median images/s over the epochs after the first (or of the only one)."""
+    ordered = epochs.sort_values("epoch")
+    steady = ordered.iloc[1:] if len(ordered) > 1 else ordered
+    return float(steady["images_per_s"].median())
+
+
+def per_run(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """One row per run: tta, throughput, final accuracy, all-reduce share of step time."""
+    rows = []
+    for run in tables["runs"].itertuples(index=False):
+        ev = tables["evals"][tables["evals"]["run"] == run.run]
+        ep = tables["epochs"][tables["epochs"]["run"] == run.run]
+        st = tables["steps"][tables["steps"]["run"] == run.run]
+        step_total = st[["data_s", "fwd_bwd_s", "allreduce_s", "optimizer_s"]].sum()
+        rows.append({
+            "run": run.run, "algorithm": run.algorithm, "world_size": int(run.world_size),
+            "status": run.status, "target_top1": run.target_top1, "final_top1": run.final_top1,
+            "best_top1": float(ev["top1"].max()) if len(ev) else None,
+            "tta_s": time_to_accuracy(ev, run.target_top1), "startup_s": run.startup_s,
+            "images_per_s": throughput(ep) if len(ep) else None,
+            "allreduce_share": float(step_total["allreduce_s"] / step_total.sum()) if step_total.sum() > 0 else None,
+            **{f"{k}_share": float(step_total[f"{k}_s"] / step_total.sum()) if step_total.sum() > 0 else None
+               for k in ("data", "fwd_bwd", "optimizer")},
+            "source": "measured",
+        })
+    return pd.DataFrame(rows)
+
+
+def scaling(runs: pd.DataFrame) -> pd.DataFrame:
+    """Throughput and scaling efficiency vs the smallest rank count, per algorithm."""
+    parts = []
+    for _, group in runs.groupby("algorithm"):
+        g = group.sort_values("world_size").copy()
+        n0, t0 = g["world_size"].iloc[0], g["images_per_s"].iloc[0]
+        g["efficiency"] = g["images_per_s"] / (g["world_size"] / n0 * t0)
+        g["ideal_images_per_s"] = g["world_size"] / n0 * t0
+        parts.append(g[["algorithm", "world_size", "images_per_s", "ideal_images_per_s", "efficiency", "source"]])
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
+        columns=["algorithm", "world_size", "images_per_s", "ideal_images_per_s", "efficiency", "source"])
+
+
+def load_baselines(path: Path) -> pd.DataFrame:
+    """Published results, each row marked 'published'."""
+    if not path.is_file():
+        raise UserError(f"baselines file {path} not found; it ships as config/baselines.yaml")
+    doc = yaml.safe_load(path.read_text()) or {}
+    entries = doc.get("baselines")
+    if not isinstance(entries, list):
+        raise UserError(f"{path}: expected a top-level 'baselines:' list")
+    frame = pd.DataFrame(entries)
+    frame["source"] = "published"
+    return frame
+
+
+def comparison(runs: pd.DataFrame, baselines: pd.DataFrame) -> pd.DataFrame:
+    """Measured runs beside the published results, each row saying which it is."""
+    measured = pd.DataFrame({
+        "work": "this cluster: " + runs["run"], "accelerators": runs["world_size"], "top1": runs["best_top1"],
+        "time_s": runs["tta_s"], "images_per_s": runs["images_per_s"], "cite": "measured here", "source": "measured",
+    })
+    cols = ["work", "accelerators", "top1", "time_s", "images_per_s", "cite", "source"]
+    return pd.concat([measured[cols], baselines.reindex(columns=cols)], ignore_index=True)
+
+
+def busbw(bench: pd.DataFrame) -> pd.DataFrame:
+    """Benchmark points for the busbw plot (already tidy)."""
+    cols = ["algorithm", "world_size", "bytes", "time_us", "algbw_GBps", "busbw_GBps", "wrong"]
+    return bench[cols].copy() if len(bench) else pd.DataFrame(columns=cols)
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe scalar: NaN -> None, numpy -> Python."""
+    if value is None:
+        return None
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value.item() if hasattr(value, "item") else value
+
+
+def metrics(runs: pd.DataFrame, scale: pd.DataFrame, bench: pd.DataFrame) -> dict[str, Any]:
+    """The DVC metrics document: a summary plus per-run and per-benchmark numbers."""
+    per = {r["run"]: {k: _clean(r[k]) for k in ("tta_s", "best_top1", "images_per_s", "allreduce_share", "startup_s")}
+           for _, r in runs.iterrows()}
+    for _, r in scale.iterrows():
+        per[f"{r['algorithm']}-n{int(r['world_size'])}"]["scaling_efficiency"] = _clean(r["efficiency"])
+    peak = {f"{a}-n{int(n)}": _clean(g["busbw_GBps"].max()) for (a, n), g in bench.groupby(["algorithm", "world_size"])} if len(bench) else {}
+    reached = runs["tta_s"].notna() if len(runs) else pd.Series(dtype=bool)
+    summary = {
+        "runs": int(len(runs)),
+        "runs_reaching_target": int(reached.sum()),
+        "best_top1": _clean(runs["best_top1"].max()) if len(runs) else None,
+        "fastest_tta_s": _clean(runs["tta_s"].min()) if reached.any() else None,
+        "max_images_per_s": _clean(runs["images_per_s"].max()) if len(runs) else None,
+        "bench_wrong": int(bench["wrong"].fillna(0).sum()) if len(bench) else 0,
+    }
+    return {"summary": summary, "runs": per, "bench_peak_busbw_GBps": peak}
+
+
+def analyze(tables_dir: Path, baselines_path: Path, metrics_path: Path, out: Path) -> dict[str, Any]:
+    """Write metrics.json and the analysis CSVs; return the metrics."""
+    tables = read_tables(tables_dir)
+    runs = per_run(tables) if len(tables["runs"]) else pd.DataFrame(columns=["run", "algorithm", "world_size", "tta_s", "best_top1", "images_per_s", "source"])
+    scale = scaling(runs)
+    bench = busbw(tables["bench"])
+    out.mkdir(parents=True, exist_ok=True)
+    outputs = {
+        "runs.csv": runs, "scaling.csv": scale, "busbw.csv": bench,
+        "comparison.csv": comparison(runs, load_baselines(baselines_path)),
+        "tta.csv": tables["evals"][["run", "algorithm", "world_size", "epoch", "elapsed_s", "top1", "top5"]]
+        if len(tables["evals"]) else pd.DataFrame(columns=["run", "algorithm", "world_size", "epoch", "elapsed_s", "top1", "top5"]),
+    }
+    for name, frame in outputs.items():
+        write_text_atomic(out / name, frame.to_csv(index=False))
+    result = metrics(runs, scale, tables["bench"])
+    write_json_atomic(metrics_path, result)
+    return result

@@ -1,0 +1,99 @@
+"""Logs -> tidy tables: one row per run, per epoch, per eval, per step, per benchmark point.
+
+Reads only machine-readable files: each run's ``run.json`` and the
+``events.jsonl`` beside it, and the bench JSON files.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from scalerepro.errors import UserError
+from scalerepro.io import write_text_atomic
+from scalerepro.train.events import read_events
+
+TABLES = ("runs", "epochs", "evals", "steps", "bench")
+
+
+def run_id(record: dict[str, Any]) -> str:
+    """Stable identifier of a run: algorithm and world size."""
+    return f"{record['algorithm']}-n{record['world_size']}"
+
+
+def _load_json(path: Path) -> dict[str, Any]:
+    """A JSON file, with an error naming it."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UserError(f"cannot read {path}: {exc}; re-run the rule that writes it") from None
+
+
+def run_tables(run_json: Path) -> dict[str, list[dict[str, Any]]]:
+    """Rows of every table for one training run."""
+    record = _load_json(run_json)
+    events = read_events(Path(run_json).parent / "events.jsonl")
+    rid = run_id(record)
+    keys = {"run": rid, "algorithm": record["algorithm"], "world_size": record["world_size"]}
+    t0 = next(e["time_ms"] for e in events if e["key"] == "run_start")
+    elapsed = lambda e: (e["time_ms"] - t0) / 1000.0  # noqa: E731
+    first_epoch = next((e for e in events if e["key"] == "epoch_start"), None)
+    train = record["config"]["train"]
+    out: dict[str, list[dict[str, Any]]] = {name: [] for name in TABLES}
+    out["runs"].append(keys | {
+        "status": record["status"], "seconds": record["seconds"], "model": train["model"],
+        "global_batch": train["batch_per_rank"] * record["world_size"], "epochs": train["epochs"],
+        "target_top1": train["target_top1"], "final_top1": (record["final"] or {}).get("top1"),
+        "startup_s": elapsed(first_epoch) if first_epoch else None, "hosts": len(set(record["hosts"])),
+    })
+    for e in events:
+        m = e["metadata"]
+        if e["key"] == "epoch_stop":
+            out["epochs"].append(keys | {"epoch": m["epoch_num"], "seconds": m["seconds"], "images": m["images"],
+                                         "images_per_s": m["images_per_s"], "elapsed_s": elapsed(e)})
+        elif e["key"] == "eval_accuracy":
+            out["evals"].append(keys | {"epoch": m["epoch_num"], "top1": e["value"], "top5": m["top5"],
+                                        "elapsed_s": elapsed(e)})
+        elif e["key"] == "step":
+            out["steps"].append(keys | {"step": e["value"], "epoch": m["epoch_num"], "batch": m["batch"], "loss": m["loss"],
+                                        "data_s": m["data_s"], "fwd_bwd_s": m["fwd_bwd_s"],
+                                        "allreduce_s": m["allreduce_s"], "optimizer_s": m["optimizer_s"]})
+    return out
+
+
+def bench_rows(path: Path) -> list[dict[str, Any]]:
+    """One row per benchmark point."""
+    record = _load_json(path)
+    return [row | {"world_size": record["world_size"], "hosts": len(set(record["hosts"]))} for row in record["rows"]]
+
+
+def collect(runs: list[Path], benches: list[Path], out: Path) -> dict[str, pd.DataFrame]:
+    """Write runs/epochs/evals/steps/bench CSVs to ``out``; return the frames."""
+    rows: dict[str, list[dict[str, Any]]] = {name: [] for name in TABLES}
+    for path in runs:
+        for name, part in run_tables(path).items():
+            rows[name].extend(part)
+    for path in benches:
+        rows["bench"].extend(bench_rows(path))
+    frames = {name: pd.DataFrame(r) for name, r in rows.items()}
+    out.mkdir(parents=True, exist_ok=True)
+    for name, frame in frames.items():
+        write_text_atomic(out / f"{name}.csv", frame.to_csv(index=False))
+    return frames
+
+
+def read_tables(folder: Path) -> dict[str, pd.DataFrame]:
+    """The tables written by :func:`collect` (empty tables come back as empty frames)."""
+    frames = {}
+    for name in TABLES:
+        path = Path(folder) / f"{name}.csv"
+        if not path.is_file():
+            raise UserError(f"{path} missing; run `scalerepro collect` first")
+        try:
+            frames[name] = pd.read_csv(path)
+        except pd.errors.EmptyDataError:
+            frames[name] = pd.DataFrame()
+    return frames

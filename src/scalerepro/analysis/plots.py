@@ -1,0 +1,117 @@
+"""Seaborn figures a reader understands without the code: titles, units, legends."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from scalerepro.errors import UserError  # noqa: E402
+
+FIGURES = ("scaling.png", "time_to_accuracy.png", "allreduce_busbw.png", "step_breakdown.png")
+
+
+def _save(fig: plt.Figure, path: Path) -> Path:
+    """Save atomically (temporary name, then rename) and close."""
+    tmp = path.with_name(f".{path.stem}.partial{path.suffix}")
+    fig.tight_layout()
+    fig.savefig(tmp, dpi=120)
+    plt.close(fig)
+    os.replace(tmp, path)
+    return path
+
+
+def _empty(ax: plt.Axes, what: str) -> None:
+    """Say on the figure that there was nothing to draw."""
+    ax.text(0.5, 0.5, f"no {what} in this run", ha="center", va="center", transform=ax.transAxes)
+
+
+def scaling_plot(scale: pd.DataFrame, path: Path) -> Path:
+    """Images/s vs ranks (log-log) per algorithm, with the ideal linear line."""
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    if len(scale):
+        sns.lineplot(data=scale, x="world_size", y="images_per_s", hue="algorithm", marker="o", ax=ax)
+        ideal = scale.groupby("world_size", as_index=False)["ideal_images_per_s"].max()
+        ax.plot(ideal["world_size"], ideal["ideal_images_per_s"], "k--", lw=1, label="ideal (linear)")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.legend(title="all-reduce")
+    else:
+        _empty(ax, "training runs")
+    ax.set(title="Training throughput vs ranks (measured here)", xlabel="ranks (accelerators)",
+           ylabel="throughput (images/s)")
+    return _save(fig, path)
+
+
+def tta_plot(tta: pd.DataFrame, runs: pd.DataFrame, path: Path) -> Path:
+    """Top-1 vs wall time since run_start, one line per run, target as a dotted line."""
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    if len(tta):
+        sns.lineplot(data=tta, x="elapsed_s", y="top1", hue="run", marker="o", ax=ax)
+        for target in sorted(set(runs["target_top1"].dropna())) if len(runs) else []:
+            ax.axhline(target, color="grey", ls=":", lw=1)
+            ax.text(ax.get_xlim()[0], target, f" target {target:.0%}", va="bottom", color="grey")
+        ax.legend(title="algorithm-ranks")
+    else:
+        _empty(ax, "evaluations")
+    ax.set(title="Validation top-1 vs wall time", xlabel="time since run_start (s)", ylabel="top-1 accuracy (fraction)")
+    return _save(fig, path)
+
+
+def busbw_plot(bench: pd.DataFrame, path: Path) -> Path:
+    """Bus bandwidth vs message size per algorithm and rank count."""
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    if len(bench):
+        data = bench.assign(ranks=bench["world_size"].astype(str))
+        sns.lineplot(data=data, x="bytes", y="busbw_GBps", hue="algorithm", style="ranks", marker="o", ax=ax)
+        ax.set_xscale("log", base=2)
+        ax.legend(title="algorithm / ranks")
+    else:
+        _empty(ax, "benchmark points")
+    ax.set(title="All-reduce bus bandwidth (busbw = algbw x 2(p-1)/p)", xlabel="message size per rank (bytes)",
+           ylabel="busbw (GB/s)")
+    return _save(fig, path)
+
+
+def breakdown_plot(runs: pd.DataFrame, path: Path) -> Path:
+    """Share of step time in data wait, forward+backward, all-reduce and optimizer, per run."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    cols = {"data_share": "data wait", "fwd_bwd_share": "forward+backward", "allreduce_share": "all-reduce",
+            "optimizer_share": "optimizer"}
+    if len(runs) and set(cols) <= set(runs.columns):
+        shares = runs.set_index("run")[list(cols)].rename(columns=cols)
+        shares.plot.bar(stacked=True, ax=ax, colormap="tab10", rot=0)
+        ax.legend(title="phase", fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    else:
+        _empty(ax, "training steps")
+    ax.set(title="Where a training step's time goes", xlabel="run (algorithm-ranks)", ylabel="share of step time")
+    return _save(fig, path)
+
+
+def plot_all(analysis_dir: Path, out: Path) -> list[Path]:
+    """Every figure, from the analysis CSVs."""
+    def read(name: str) -> pd.DataFrame:
+        path = analysis_dir / name
+        if not path.is_file():
+            raise UserError(f"{path} missing; run `scalerepro analyze` first")
+        try:
+            return pd.read_csv(path)
+        except pd.errors.EmptyDataError:
+            return pd.DataFrame()
+
+    sns.set_theme(style="whitegrid", context="notebook")
+    out.mkdir(parents=True, exist_ok=True)
+    runs = read("runs.csv")
+    return [
+        scaling_plot(read("scaling.csv"), out / FIGURES[0]),
+        tta_plot(read("tta.csv"), runs, out / FIGURES[1]),
+        busbw_plot(read("busbw.csv"), out / FIGURES[2]),
+        breakdown_plot(runs, out / FIGURES[3]),
+    ]

@@ -1,0 +1,126 @@
+"""The one benchmark harness every algorithm runs under (as nccl-tests does).
+
+Per algorithm and size: warm-up, then timed iterations, each after a
+barrier; a rank's time is its mean, and t is the maximum over ranks.
+algbw = bytes / t, busbw = algbw * 2(p-1)/p. Each timed result is checked
+against the exact sum (integer-valued data) unless checking is off.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+import numpy as np
+from mpi4py import MPI
+
+from scalerepro.comm.registry import get
+
+DTYPES = {"float32": np.float32, "float64": np.float64}
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """What to measure."""
+
+    algorithms: tuple[str, ...]
+    min_bytes: int
+    max_bytes: int
+    dtype: str = "float32"
+    warmup: int = 3
+    iters: int = 20
+    check: bool = True
+
+
+def sizes(min_bytes: int, max_bytes: int) -> list[int]:
+    """Message sizes by doubling from min_bytes up to max_bytes (inclusive)."""
+    out, s = [], min_bytes
+    while s <= max_bytes:
+        out.append(s)
+        s *= 2
+    return out
+
+
+def fill(buf: np.ndarray, rank: int, it: int) -> None:
+    """Integer-valued data that differs by rank, position and iteration (sums stay exact)."""
+    idx = np.arange(buf.size, dtype=np.int64)
+    buf[:] = ((idx + it) % 13 + 1) * (rank + 1)
+
+
+def expected(count: int, world: int, it: int, dtype: Any) -> np.ndarray:
+    """The exact all-reduce result of :func:`fill` over ``world`` ranks."""
+    idx = np.arange(count, dtype=np.int64)
+    return (((idx + it) % 13 + 1) * (world * (world + 1) // 2)).astype(dtype)
+
+
+def bus_factor(world: int) -> float:
+    """busbw / algbw for all-reduce: 2(p-1)/p."""
+    return 2.0 * (world - 1) / world if world > 1 else 0.0
+
+
+def measure(comm: MPI.Intracomm, algo: str, nbytes: int, spec: SweepSpec) -> dict[str, Any]:
+    """One row: time statistics, bandwidths and the number of wrong elements."""
+    fn: Callable[[np.ndarray, MPI.Intracomm], None] = get(algo)
+    dtype = DTYPES[spec.dtype]
+    count = nbytes // np.dtype(dtype).itemsize
+    buf = np.empty(count, dtype=dtype)
+    for it in range(spec.warmup):
+        fill(buf, comm.rank, it)
+        fn(buf, comm)
+    times, wrong = [], 0
+    for it in range(spec.iters):
+        fill(buf, comm.rank, it)
+        comm.Barrier()
+        t0 = time.perf_counter()
+        fn(buf, comm)
+        times.append(time.perf_counter() - t0)
+        if spec.check:
+            wrong += int(np.count_nonzero(buf != expected(count, comm.size, it, dtype)))
+    mean = statistics.fmean(times)
+    per_rank = comm.allgather(mean)
+    t = max(per_rank)
+    algbw = count * np.dtype(dtype).itemsize / t / 1e9 if t > 0 else 0.0
+    return {
+        "algorithm": algo,
+        "bytes": count * np.dtype(dtype).itemsize,
+        "count": count,
+        "dtype": spec.dtype,
+        "time_us": t * 1e6,
+        "min_us": min(per_rank) * 1e6,
+        "median_us": statistics.median(per_rank) * 1e6,
+        "algbw_GBps": algbw,
+        "busbw_GBps": algbw * bus_factor(comm.size),
+        "wrong": comm.allreduce(wrong, op=MPI.SUM) if spec.check else None,
+    }
+
+
+def sweep(comm: MPI.Intracomm, spec: SweepSpec, progress: bool = True) -> list[dict[str, Any]]:
+    """Every algorithm x size; rank 0 prints an nccl-tests style table to stderr as it goes."""
+    rows = []
+    for algo in spec.algorithms:
+        for nbytes in sizes(spec.min_bytes, spec.max_bytes):
+            row = measure(comm, algo, nbytes, spec)
+            rows.append(row)
+            if progress and comm.rank == 0:
+                print(format_row(row), file=sys.stderr, flush=True)
+    return rows
+
+
+HEADER = f"{'algorithm':>12} {'size(B)':>11} {'count':>10} {'time(us)':>10} {'algbw(GB/s)':>11} {'busbw(GB/s)':>11} {'#wrong':>7}"
+
+
+def format_row(row: dict[str, Any]) -> str:
+    """One table line for people (analysis reads the JSON, never this)."""
+    wrong = "N/A" if row["wrong"] is None else str(row["wrong"])
+    return (
+        f"{row['algorithm']:>12} {row['bytes']:>11} {row['count']:>10} {row['time_us']:>10.1f} "
+        f"{row['algbw_GBps']:>11.3f} {row['busbw_GBps']:>11.3f} {wrong:>7}"
+    )
+
+
+def total_wrong(rows: Iterable[dict[str, Any]]) -> int:
+    """Sum of #wrong over rows (unchecked rows count 0)."""
+    return sum(r["wrong"] or 0 for r in rows)

@@ -1,0 +1,229 @@
+"""Typed, frozen configuration, validated once against the workflow's JSON schema.
+
+The schema (workflow/schemas/config.schema.yaml, shipped in the package) is
+the single source of keys, types, ranges and defaults: Snakemake validates
+the workflow config against it at start-up, and every CLI builds its
+:class:`Config` through :func:`load`, so both refuse the same input with a
+message naming the key.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+from jsonschema import Draft202012Validator, validators
+
+from scalerepro.errors import UserError
+
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    """The input ImageNet-layout folder (or the synthetic one to generate)."""
+
+    name: str
+    root: str
+    generate: bool
+    seed: int
+    classes: int
+    train_per_class: int
+    val_per_class: int
+    min_size: int
+    max_size: int
+    quirks_per_kind: int
+
+    @property
+    def path(self) -> Path:
+        """The dataset folder."""
+        return Path(self.root) / self.name
+
+
+@dataclass(frozen=True)
+class ShardConfig:
+    """Shard counts and the assignment seed."""
+
+    train_shards: int
+    val_shards: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class StageConfig:
+    """Where shards are staged on each node."""
+
+    root: str
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Model, batch and optimiser settings shared by every training run."""
+
+    ranks: tuple[int, ...]
+    algorithms: tuple[str, ...]
+    model: str
+    width: int
+    image_size: int
+    batch_per_rank: int
+    epochs: int
+    base_lr: float
+    reference_batch: int
+    warmup_epochs: float
+    momentum: float
+    weight_decay: float
+    label_smoothing: float
+    target_top1: float
+    seed: int
+    threads_per_rank: int
+    bucket_mib: float
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """The all-reduce sweep."""
+
+    ranks: tuple[int, ...]
+    algorithms: tuple[str, ...]
+    min_bytes: int
+    max_bytes: int
+    dtype: str
+    warmup: int
+    iters: int
+    check: bool
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole validated configuration."""
+
+    dataset: DatasetConfig
+    shard: ShardConfig
+    stage: StageConfig
+    train: TrainConfig
+    bench: BenchConfig
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able dict (tuples become lists)."""
+        return json.loads(json.dumps(_asdict(self)))
+
+
+def _asdict(obj: Any) -> Any:
+    """Recursive dataclass -> dict without deep-copying."""
+    if hasattr(obj, "__dataclass_fields__"):
+        return {f.name: _asdict(getattr(obj, f.name)) for f in fields(obj)}
+    if isinstance(obj, tuple):
+        return list(obj)
+    return obj
+
+
+@lru_cache(maxsize=1)
+def schema() -> dict[str, Any]:
+    """The configuration JSON schema."""
+    text = resources.files("scalerepro").joinpath("schemas/config.schema.yaml").read_text()
+    return yaml.safe_load(text)
+
+
+def _with_defaults(validator_class: type) -> type:
+    """A validator class that fills ``default:`` values while validating (as Snakemake does)."""
+    validate_properties = validator_class.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, sub):  # type: ignore[no-untyped-def]
+        if isinstance(instance, dict):
+            for name, subschema in properties.items():
+                if "default" in subschema:
+                    instance.setdefault(name, json.loads(json.dumps(subschema["default"])))
+        yield from validate_properties(validator, properties, instance, sub)
+
+    return validators.extend(validator_class, {"properties": set_defaults})
+
+
+def _key(path: Any) -> str:
+    """Dotted key of a validation error's location."""
+    return ".".join(str(p) for p in path) or "<top level>"
+
+
+def validate(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate and fill defaults; raise UserError naming the first bad key."""
+    data = json.loads(json.dumps(dict(raw)))
+    validator = _with_defaults(Draft202012Validator)(schema())
+    errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+    if errors:
+        lines = [_describe(e) for e in errors]
+        raise UserError("invalid configuration:\n  " + "\n  ".join(lines))
+    _check_cross_fields(data)
+    return data
+
+
+def _describe(error: Any) -> str:
+    """One line for one schema violation: key, problem, what is allowed."""
+    key = _key(error.absolute_path)
+    if error.validator == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        return f"{key}: {error.message}; allowed keys: {', '.join(allowed)}"
+    if error.validator == "enum":
+        return f"{key}: {error.instance!r} is not one of {error.validator_value}"
+    description = error.schema.get("description", "")
+    hint = f" ({description.strip()})" if description else ""
+    return f"{key}: {error.message}{hint}"
+
+
+def _check_cross_fields(data: Mapping[str, Any]) -> None:
+    """Constraints a JSON schema cannot state."""
+    ds, bench = data["dataset"], data["bench"]
+    if ds["min_size"] > ds["max_size"]:
+        raise UserError(
+            f"invalid configuration:\n  dataset.min_size ({ds['min_size']}) exceeds dataset.max_size ({ds['max_size']})"
+        )
+    if bench["min_bytes"] > bench["max_bytes"]:
+        raise UserError(
+            f"invalid configuration:\n  bench.min_bytes ({bench['min_bytes']}) exceeds bench.max_bytes ({bench['max_bytes']})"
+        )
+
+
+def _section(cls: type, data: Mapping[str, Any]) -> Any:
+    """Build a frozen section, lists turned into tuples."""
+    return cls(**{f.name: tuple(v) if isinstance((v := data[f.name]), list) else v for f in fields(cls)})
+
+
+def from_mapping(raw: Mapping[str, Any]) -> Config:
+    """Validate a (possibly partial) config mapping and build the frozen Config."""
+    data = validate(raw)
+    return Config(
+        dataset=_section(DatasetConfig, data["dataset"]),
+        shard=_section(ShardConfig, data["shard"]),
+        stage=_section(StageConfig, data["stage"]),
+        train=_section(TrainConfig, data["train"]),
+        bench=_section(BenchConfig, data["bench"]),
+    )
+
+
+def load(path: str | Path | None = None, inline: str | None = None) -> Config:
+    """Config from a YAML/JSON file and/or an inline JSON object (inline keys win per section)."""
+    raw: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise UserError(f"config file {p} not found; pass an existing YAML file (e.g. config/config.yaml)")
+        try:
+            raw = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise UserError(f"config file {p} is not valid YAML: {exc}") from None
+        if not isinstance(raw, dict):
+            raise UserError(f"config file {p} must hold a mapping of sections, not {type(raw).__name__}")
+    if inline:
+        try:
+            extra = json.loads(inline)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"--config-json is not valid JSON: {exc}") from None
+        if not isinstance(extra, dict):
+            raise UserError("--config-json must be a JSON object of sections")
+        for section, values in extra.items():
+            if isinstance(values, dict) and isinstance(raw.get(section), dict):
+                raw[section] = {**raw[section], **values}
+            else:
+                raw[section] = values
+    return from_mapping(raw)

@@ -1,0 +1,173 @@
+"""``scalerepro shard``: an ImageNet-layout folder -> shards of RGB JPEG bytes + manifest.
+
+Works on the real ILSVRC-2012 layout and the synthetic laptop dataset alike.
+Real ImageNet's quirks are normalised: grayscale and CMYK JPEGs are
+re-encoded as RGB, a PNG named ``.JPEG`` is detected by its bytes and
+re-encoded; a file that does not decode fails with its path, or with
+``skip_bad`` is left out and listed in the manifest. Shards are written one
+at a time, so memory is bounded by one image, not the dataset.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from scalerepro.data.shards import FORMAT, MANIFEST, ShardWriter, shard_name
+from scalerepro.errors import UserError
+from scalerepro.io import write_json_atomic
+
+IMAGE_SUFFIXES = {".jpeg", ".jpg", ".png"}
+REENCODE_QUALITY = 95
+JPEG_MAGIC = b"\xff\xd8\xff"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One source file and its class index."""
+
+    relpath: str
+    label: int
+
+
+class BadImage(Exception):
+    """A source file that cannot be used; carries the reason."""
+
+
+def read_classes(root: Path) -> list[dict[str, Any]]:
+    """Class index from ``train/<wnid>`` folders, names from ``LOC_synset_mapping.txt`` if present."""
+    train = root / "train"
+    if not train.is_dir():
+        raise UserError(f"{root} has no train/ folder; expected the ImageNet layout train/<wnid>/*.JPEG")
+    wnids = sorted(p.name for p in train.iterdir() if p.is_dir())
+    if not wnids:
+        raise UserError(f"{train} holds no class folders; expected train/<wnid>/*.JPEG")
+    names: dict[str, str] = {}
+    mapping = root / "LOC_synset_mapping.txt"
+    if mapping.is_file():
+        for line in mapping.read_text().splitlines():
+            wnid, _, name = line.partition(" ")
+            names[wnid] = name.strip()
+    return [{"index": i, "wnid": w, "name": names.get(w, w)} for i, w in enumerate(wnids)]
+
+
+def list_samples(root: Path, split: str, classes: list[dict[str, Any]]) -> list[Sample]:
+    """Every image of ``split`` in sorted order; empty class folders and stray classes are errors."""
+    folder = root / split
+    if not folder.is_dir():
+        raise UserError(f"{root} has no {split}/ folder; expected {split}/<wnid>/*.JPEG")
+    known = {c["wnid"]: c["index"] for c in classes}
+    stray = sorted(p.name for p in folder.iterdir() if p.is_dir() and p.name not in known)
+    if stray:
+        raise UserError(f"{folder} has class folders not in train/: {', '.join(stray[:5])}; the splits must share classes")
+    samples: list[Sample] = []
+    for wnid, label in known.items():
+        class_dir = folder / wnid
+        files = sorted(p for p in class_dir.iterdir() if p.is_file()) if class_dir.is_dir() else []
+        images = [p for p in files if p.suffix.lower() in IMAGE_SUFFIXES]
+        if not images:
+            raise UserError(f"class folder {class_dir} holds no images; remove the class or add its images")
+        samples.extend(Sample(str(p.relative_to(root)), label) for p in images)
+    return samples
+
+
+def normalise(data: bytes, path: str) -> tuple[bytes, str]:
+    """RGB JPEG bytes for one file and what was done ('as-is', 'grayscale', 'cmyk', 'png', ...)."""
+    if data.startswith(PNG_MAGIC):
+        kind = "png"
+    elif data.startswith(JPEG_MAGIC):
+        kind = "jpeg"
+    else:
+        raise BadImage(f"{path}: not a JPEG or PNG (first bytes {data[:8].hex()})")
+    try:
+        img = Image.open(io.BytesIO(data))
+        mode = img.mode
+        if kind == "jpeg":
+            img.draft("RGB" if mode == "RGB" else mode, (32, 32))  # DCT-domain decode: fast full-stream check
+        img.load()
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+        raise BadImage(f"{path}: cannot be decoded ({exc})") from None
+    if kind == "jpeg" and mode == "RGB":
+        return data, "as-is"
+    full = Image.open(io.BytesIO(data)).convert("RGB")
+    out = io.BytesIO()
+    full.save(out, format="JPEG", quality=REENCODE_QUALITY)
+    label = "png" if kind == "png" else {"L": "grayscale", "CMYK": "cmyk"}.get(mode, f"mode-{mode}")
+    return out.getvalue(), label
+
+
+def assign(samples: list[Sample], shards: int, seed: int) -> list[list[Sample]]:
+    """Deterministic shuffle of the samples, cut into ``shards`` contiguous near-equal parts."""
+    if shards > len(samples):
+        raise UserError(f"{shards} shards requested for {len(samples)} samples; lower shard.train_shards/val_shards")
+    order = np.random.default_rng(seed).permutation(len(samples))
+    return [[samples[i] for i in part] for part in np.array_split(order, shards)]
+
+
+def shard_split(
+    root: Path,
+    split: str,
+    out: Path,
+    shards: int,
+    seed: int,
+    skip_bad: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Shard one split of ``root`` into ``out``; write and return the manifest."""
+    t0 = time.perf_counter()
+    classes = read_classes(root)
+    samples = list_samples(root, split, classes)
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in out.glob("shard-*.srs*"):
+        stale.unlink()
+    source = hashlib.sha256()
+    counts: dict[str, int] = {}
+    skipped: list[dict[str, str]] = []
+    entries = []
+    done = 0
+    for k, part in enumerate(assign(samples, shards, seed)):
+        writer = ShardWriter(out / shard_name(k))
+        try:
+            for sample in part:
+                raw = (root / sample.relpath).read_bytes()
+                source.update(f"{sample.relpath}\0{len(raw)}\0{hashlib.sha256(raw).hexdigest()}\n".encode())
+                try:
+                    data, how = normalise(raw, str(root / sample.relpath))
+                except BadImage as exc:
+                    if not skip_bad:
+                        raise UserError(f"{exc}; fix or remove the file, or pass --skip-bad to leave it out (listed in the manifest)") from None
+                    skipped.append({"path": sample.relpath, "reason": str(exc)})
+                    continue
+                counts[how] = counts.get(how, 0) + 1
+                writer.add(data, sample.label, sample.relpath)
+                done += 1
+                if progress:
+                    progress(done, len(samples))
+        except BaseException:
+            writer.abort()
+            raise
+        entries.append(writer.close())
+    manifest = {
+        "format": FORMAT,
+        "dataset": root.name,
+        "split": split,
+        "source": {"path": str(root), "files": len(samples), "sha256": source.hexdigest()},
+        "classes": classes,
+        "shards": entries,
+        "samples": sum(e["samples"] for e in entries),
+        "bytes": sum(e["bytes"] for e in entries),
+        "converted": dict(sorted(counts.items())),
+        "skipped": skipped,
+        "seed": seed,
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
+    write_json_atomic(out / MANIFEST, manifest)
+    return manifest

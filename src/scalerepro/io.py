@@ -1,0 +1,33 @@
+"""Atomic file writes: a reader (or Snakemake) never sees half a file."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+
+def write_bytes_atomic(path: Path | str, data: bytes) -> None:
+    """Write ``data`` via a temporary name in the same folder, fsync, then rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_json_atomic(path: Path | str, obj: Any) -> None:
+    """Write ``obj`` as indented, key-sorted JSON, atomically."""
+    write_bytes_atomic(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
+
+
+def write_text_atomic(path: Path | str, text: str) -> None:
+    """Write text atomically."""
+    write_bytes_atomic(path, text.encode())

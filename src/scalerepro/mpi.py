@@ -1,0 +1,64 @@
+"""The MPI world: communicator access, node grouping and the one rank-0 side-effect helper."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any, Callable, TypeVar
+
+from mpi4py import MPI
+
+from scalerepro.errors import UserError
+
+T = TypeVar("T")
+
+
+def world() -> MPI.Intracomm:
+    """COMM_WORLD (MPI is initialised on import; a plain `python` run is a world of one)."""
+    return MPI.COMM_WORLD
+
+
+def node_comm(comm: MPI.Intracomm) -> MPI.Intracomm:
+    """Ranks sharing this node's memory."""
+    return comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.rank)
+
+
+def hosts(comm: MPI.Intracomm) -> list[str]:
+    """Host name of every rank, in rank order."""
+    return comm.allgather(socket.gethostname())
+
+
+def library_version() -> str:
+    """The MPI library's version string, first line."""
+    return MPI.Get_library_version().strip().splitlines()[0]
+
+
+def on_root(comm: MPI.Intracomm, fn: Callable[[], T]) -> T | None:
+    """Run a side effect on rank 0 only; an error there is raised on every rank."""
+    result, error = None, None
+    if comm.rank == 0:
+        try:
+            result = fn()
+        except Exception as exc:  # re-raised below, on all ranks
+            error = exc
+    failed = comm.bcast(None if error is None else f"{type(error).__name__}: {error}", root=0)
+    if error is not None:
+        raise error
+    if failed is not None:
+        raise UserError(f"rank 0 failed: {failed}")
+    return result
+
+
+def agree(comm: MPI.Intracomm, fn: Callable[[], T]) -> T:
+    """Run ``fn`` on every rank; if any rank fails, raise one clear error on all of them."""
+    result: Any = None
+    error: str | None = None
+    try:
+        result = fn()
+    except UserError as exc:
+        error = str(exc)
+    errors = comm.allgather(error)
+    bad = [(r, e) for r, e in enumerate(errors) if e is not None]
+    if bad:
+        rank, message = bad[0]
+        raise UserError(message if comm.size == 1 else f"rank {rank}: {message}")
+    return result

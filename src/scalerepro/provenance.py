@@ -1,0 +1,39 @@
+"""What every result records about where it came from: argv, versions, hosts."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+import sys
+from importlib import metadata
+from typing import Any
+
+PACKAGES = ("scalerepro", "numpy", "torch", "torchvision", "mpi4py", "mpich", "pillow")
+
+
+def versions() -> dict[str, Any]:
+    """Versions of Python, the key packages, the MPI library and the git commit."""
+    from scalerepro.mpi import library_version
+
+    out: dict[str, Any] = {"python": platform.python_version(), "mpi_library": library_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    out["git_commit"] = git_commit()
+    return out
+
+
+def git_commit() -> str | None:
+    """HEAD of the working directory's git repository, if any."""
+    try:
+        res = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return res.stdout.strip() or None if res.returncode == 0 else None
+
+
+def argv() -> list[str]:
+    """The command line of this process."""
+    return list(sys.argv)

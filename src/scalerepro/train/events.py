@@ -1,0 +1,75 @@
+"""MLPerf-style event log: one JSON object per line, written by rank 0 only.
+
+Each line has the MLLOG fields ``namespace``, ``time_ms``, ``event_type``
+(INTERVAL_START, INTERVAL_END or POINT_IN_TIME), ``key``, ``value`` and
+``metadata``. The log is written to ``<path>.partial`` while the run goes and
+renamed to ``<path>`` only when the run finishes, so a crashed run leaves
+its log for inspection but never one that looks complete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+NAMESPACE = "scalerepro"
+
+
+class EventLog:
+    """Append-only JSON-lines events; a no-op on ranks other than 0."""
+
+    def __init__(self, path: Path, enabled: bool) -> None:
+        """Open ``path``.partial for writing when enabled."""
+        self.path = Path(path)
+        self.partial = self.path.with_name(self.path.name + ".partial")
+        self._fh: TextIO | None = None
+        if enabled:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fh = open(self.partial, "w", buffering=1)
+
+    def emit(self, key: str, value: Any = None, event_type: str = "POINT_IN_TIME", **metadata: Any) -> None:
+        """Write one event line."""
+        if self._fh is None:
+            return
+        line = {
+            "namespace": NAMESPACE,
+            "time_ms": time.time_ns() // 1_000_000,
+            "event_type": event_type,
+            "key": key,
+            "value": value,
+            "metadata": metadata,
+        }
+        self._fh.write(json.dumps(line, sort_keys=True) + "\n")
+
+    def start(self, key: str, value: Any = None, **metadata: Any) -> None:
+        """INTERVAL_START event."""
+        self.emit(key, value, "INTERVAL_START", **metadata)
+
+    def end(self, key: str, value: Any = None, **metadata: Any) -> None:
+        """INTERVAL_END event."""
+        self.emit(key, value, "INTERVAL_END", **metadata)
+
+    def finish(self) -> None:
+        """Flush, fsync and publish the log under its final name."""
+        if self._fh is None:
+            return
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self._fh.close()
+        self._fh = None
+        os.replace(self.partial, self.path)
+
+    def close(self) -> None:
+        """Close without publishing (the run failed); the .partial file stays."""
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    """All events of a log file."""
+    with open(path) as fh:
+        return [json.loads(line) for line in fh if line.strip()]

@@ -1,0 +1,55 @@
+# Logs -> tidy tables -> metrics and analysis tables -> figures.
+
+
+rule collect:
+    input:
+        runs=TRAIN_RUNS,
+        bench=BENCH_RUNS,
+    output:
+        TABLES,
+    params:
+        out=lambda w, output: Path(output[0]).parent,
+    log:
+        "results/logs/collect.log",
+    conda:
+        "../envs/scalerepro.yaml"
+    shell:
+        "scalerepro collect --runs {input.runs} --bench {input.bench} --out {params.out} > {log} 2>&1"
+
+
+rule analyze:
+    input:
+        tables=TABLES,
+        baselines="config/baselines.yaml",
+    output:
+        metrics="results/metrics.json",
+        tables=[
+            report(p, caption="../report/table.rst", category="Tables") if p.endswith(("scaling.csv", "comparison.csv")) else p
+            for p in ANALYSIS
+        ],
+    params:
+        tables=lambda w, input: Path(input.tables[0]).parent,
+        out=lambda w, output: Path(output.tables[0]).parent,
+    log:
+        "results/logs/analyze.log",
+    conda:
+        "../envs/scalerepro.yaml"
+    shell:
+        "scalerepro analyze --tables {params.tables} --baselines {input.baselines}"
+        " --metrics {output.metrics} --out {params.out} > {log} 2>&1"
+
+
+rule plot:
+    input:
+        ANALYSIS,
+    output:
+        [report(p, caption=f"../report/{Path(p).stem}.rst", category="Figures") for p in PLOTS],
+    params:
+        analysis=lambda w, input: Path(input[0]).parent,
+        out=lambda w, output: Path(output[0]).parent,
+    log:
+        "results/logs/plot.log",
+    conda:
+        "../envs/scalerepro.yaml"
+    shell:
+        "scalerepro plot --analysis {params.analysis} --out {params.out} > {log} 2>&1"

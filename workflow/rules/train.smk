@@ -1,0 +1,31 @@
+# One training run per (algorithm, rank count). Inside the job: stage this
+# node's shards into node memory, then launch the ranks with the same
+# launcher (mpiexec on a laptop, srun --mpi=pmi2 on SLURM; see the profiles).
+
+
+rule train:
+    input:
+        train="results/shards/train",
+        val="results/shards/val",
+    output:
+        run="results/train/{algo}/n{ranks}/run.json",
+        events="results/train/{algo}/n{ranks}/events.jsonl",
+        stage="results/train/{algo}/n{ranks}/stage.json",
+    params:
+        cfg=sections("train", "stage"),
+        out=lambda w, output: Path(output.run).parent,
+        shards=lambda w, input: Path(input.train).parent,
+    log:
+        "results/logs/train/{algo}-n{ranks}.log",
+    conda:
+        "../envs/scalerepro.yaml"
+    threads: lambda w: int(w.ranks)
+    resources:
+        mpi="mpiexec",
+        tasks=lambda w: int(w.ranks),
+        measure=1,
+    shell:
+        "({resources.mpi} -n {resources.tasks} scalerepro stage --config-json {params.cfg:q}"
+        " --shards {input.train} {input.val} --log {output.stage}"
+        " && {resources.mpi} -n {resources.tasks} scalerepro train --config-json {params.cfg:q}"
+        " --algo {wildcards.algo} --shards {params.shards} --out {params.out}) > {log} 2>&1"

@@ -5,7 +5,9 @@
 #   laptop:  make run   (= snakemake --cores 2 --profile workflow/profiles/laptop)
 #   SLURM:   snakemake --profile workflow/profiles/slurm --configfile config/cluster.yaml
 
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
+
+from scalerepro.config import validate_in_place
 
 min_version("9.0")
 
@@ -13,7 +15,8 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
-validate(config, "workflow/schemas/config.schema.yaml")
+# Schema check plus cross-field checks; every bad key is named before any job runs.
+CFG = validate_in_place(config, workflow.source_path("workflow/schemas/config.schema.yaml"))
 
 
 include: "workflow/rules/common.smk"

@@ -120,11 +120,12 @@ def _asdict(obj: Any) -> Any:
     return obj
 
 
-@lru_cache(maxsize=1)
-def schema() -> dict[str, Any]:
-    """The configuration JSON schema."""
-    text = resources.files("scalerepro").joinpath("schemas/config.schema.yaml").read_text()
-    return yaml.safe_load(text)
+@lru_cache(maxsize=4)
+def schema(path: str | None = None) -> dict[str, Any]:
+    """The configuration JSON schema (the packaged copy, or the file at ``path``)."""
+    if path is None:
+        return yaml.safe_load(resources.files("scalerepro").joinpath("schemas/config.schema.yaml").read_text())
+    return yaml.safe_load(Path(path).read_text())
 
 
 def _with_defaults(validator_class: type) -> type:
@@ -146,10 +147,10 @@ def _key(path: Any) -> str:
     return ".".join(str(p) for p in path) or "<top level>"
 
 
-def validate(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """Validate and fill defaults; raise UserError naming the first bad key."""
+def validate(raw: Mapping[str, Any], schema_path: str | None = None) -> dict[str, Any]:
+    """Validate a copy of ``raw`` and fill defaults; raise UserError naming every bad key."""
     data = json.loads(json.dumps(dict(raw)))
-    validator = _with_defaults(Draft202012Validator)(schema())
+    validator = _with_defaults(Draft202012Validator)(schema(schema_path))
     errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
     if errors:
         lines = [_describe(e) for e in errors]
@@ -163,7 +164,9 @@ def _describe(error: Any) -> str:
     key = _key(error.absolute_path)
     if error.validator == "additionalProperties":
         allowed = sorted(error.schema.get("properties", {}))
-        return f"{key}: {error.message}; allowed keys: {', '.join(allowed)}"
+        unknown = sorted(set(error.instance) - set(allowed))
+        where = [f"{key}.{u}" if error.absolute_path else u for u in unknown]
+        return f"{', '.join(where)}: unknown key; allowed keys here: {', '.join(allowed)}"
     if error.validator == "enum":
         return f"{key}: {error.instance!r} is not one of {error.validator_value}"
     description = error.schema.get("description", "")
@@ -189,9 +192,9 @@ def _section(cls: type, data: Mapping[str, Any]) -> Any:
     return cls(**{f.name: tuple(v) if isinstance((v := data[f.name]), list) else v for f in fields(cls)})
 
 
-def from_mapping(raw: Mapping[str, Any]) -> Config:
+def from_mapping(raw: Mapping[str, Any], schema_path: str | None = None) -> Config:
     """Validate a (possibly partial) config mapping and build the frozen Config."""
-    data = validate(raw)
+    data = validate(raw, schema_path)
     return Config(
         dataset=_section(DatasetConfig, data["dataset"]),
         shard=_section(ShardConfig, data["shard"]),
@@ -199,6 +202,14 @@ def from_mapping(raw: Mapping[str, Any]) -> Config:
         train=_section(TrainConfig, data["train"]),
         bench=_section(BenchConfig, data["bench"]),
     )
+
+
+def validate_in_place(config: dict[str, Any], schema_path: str) -> Config:
+    """For the Snakefile: validate the workflow config, fill its defaults in place, return it frozen."""
+    frozen = from_mapping(config, schema_path)
+    config.clear()
+    config.update(frozen.to_dict())
+    return frozen
 
 
 def load(path: str | Path | None = None, inline: str | None = None) -> Config:

@@ -17,8 +17,9 @@ def versions() -> dict[str, Any]:
 
     out: dict[str, Any] = {"python": platform.python_version(), "mpi_library": library_version()}
     for name in PACKAGES:
+        loaded = sys.modules.get(name)
         try:
-            out[name] = metadata.version(name)
+            out[name] = getattr(loaded, "__version__", None) or metadata.version(name)  # torch: "2.14.1+cu130"
         except metadata.PackageNotFoundError:
             out[name] = None
     out["git_commit"] = git_commit()

@@ -5,9 +5,6 @@
 import json
 from pathlib import Path
 
-from scalerepro.config import from_mapping
-
-CFG = from_mapping(config)  # cross-field checks beyond the schema; fails before any job
 DATASET = str(CFG.dataset.path)
 SPLITS = ["train", "val"]
 TRAIN_RUNS = expand("results/train/{algo}/n{ranks}/run.json", algo=CFG.train.algorithms, ranks=CFG.train.ranks)

@@ -112,6 +112,54 @@ def assign(samples: list[Sample], shards: int, seed: int) -> list[list[Sample]]:
     return [[samples[i] for i in part] for part in np.array_split(order, shards)]
 
 
+def _remove_outputs(out: Path) -> None:
+    """Delete the manifest and every shard (complete or partial) in ``out``."""
+    (out / MANIFEST).unlink(missing_ok=True)
+    for path in out.glob("shard-*.srs*"):
+        path.unlink()
+
+
+class _Packer:
+    """Writes shards from samples while hashing the source and tallying conversions and skips."""
+
+    def __init__(self, root: Path, total: int, skip_bad: bool, progress: Callable[[int, int], None] | None) -> None:
+        """Start empty tallies."""
+        self.root, self.total, self.skip_bad, self.progress = root, total, skip_bad, progress
+        self.source = hashlib.sha256()
+        self.counts: dict[str, int] = {}
+        self.skipped: list[dict[str, str]] = []
+        self.done = 0
+
+    def _read(self, sample: Sample) -> bytes:
+        """Raw bytes of a source file, folded into the source hash; progress ticks."""
+        raw = (self.root / sample.relpath).read_bytes()
+        self.source.update(f"{sample.relpath}\0{len(raw)}\0{hashlib.sha256(raw).hexdigest()}\n".encode())
+        self.done += 1
+        if self.progress:
+            self.progress(self.done, self.total)
+        return raw
+
+    def write(self, path: Path, part: list[Sample]) -> dict[str, Any]:
+        """Write one shard from ``part``; return its manifest entry."""
+        writer = ShardWriter(path)
+        try:
+            for sample in part:
+                try:
+                    data, how = normalise(self._read(sample), str(self.root / sample.relpath))
+                except BadImage as exc:
+                    if not self.skip_bad:
+                        raise UserError(f"{exc}; fix or remove the file, or pass --skip-bad to leave it out "
+                                        "(listed in the manifest)") from None
+                    self.skipped.append({"path": sample.relpath, "reason": str(exc)})
+                    continue
+                self.counts[how] = self.counts.get(how, 0) + 1
+                writer.add(data, sample.label, sample.relpath)
+        except BaseException:
+            writer.abort()
+            raise
+        return writer.close()
+
+
 def shard_split(
     root: Path,
     split: str,
@@ -126,46 +174,24 @@ def shard_split(
     classes = read_classes(root)
     samples = list_samples(root, split, classes)
     out.mkdir(parents=True, exist_ok=True)
-    for stale in out.glob("shard-*.srs*"):
-        stale.unlink()
-    source = hashlib.sha256()
-    counts: dict[str, int] = {}
-    skipped: list[dict[str, str]] = []
-    entries = []
-    done = 0
-    for k, part in enumerate(assign(samples, shards, seed)):
-        writer = ShardWriter(out / shard_name(k))
-        try:
-            for sample in part:
-                raw = (root / sample.relpath).read_bytes()
-                source.update(f"{sample.relpath}\0{len(raw)}\0{hashlib.sha256(raw).hexdigest()}\n".encode())
-                try:
-                    data, how = normalise(raw, str(root / sample.relpath))
-                except BadImage as exc:
-                    if not skip_bad:
-                        raise UserError(f"{exc}; fix or remove the file, or pass --skip-bad to leave it out (listed in the manifest)") from None
-                    skipped.append({"path": sample.relpath, "reason": str(exc)})
-                    continue
-                counts[how] = counts.get(how, 0) + 1
-                writer.add(data, sample.label, sample.relpath)
-                done += 1
-                if progress:
-                    progress(done, len(samples))
-        except BaseException:
-            writer.abort()
-            raise
-        entries.append(writer.close())
+    _remove_outputs(out)  # an old manifest must never describe new, partial shards
+    packer = _Packer(root, len(samples), skip_bad, progress)
+    try:
+        entries = [packer.write(out / shard_name(k), part) for k, part in enumerate(assign(samples, shards, seed))]
+    except BaseException:
+        _remove_outputs(out)
+        raise
     manifest = {
         "format": FORMAT,
         "dataset": root.name,
         "split": split,
-        "source": {"path": str(root), "files": len(samples), "sha256": source.hexdigest()},
+        "source": {"path": str(root), "files": len(samples), "sha256": packer.source.hexdigest()},
         "classes": classes,
         "shards": entries,
         "samples": sum(e["samples"] for e in entries),
         "bytes": sum(e["bytes"] for e in entries),
-        "converted": dict(sorted(counts.items())),
-        "skipped": skipped,
+        "converted": dict(sorted(packer.counts.items())),
+        "skipped": packer.skipped,
         "seed": seed,
         "seconds": round(time.perf_counter() - t0, 3),
     }

@@ -1,0 +1,63 @@
+"""Shared fixtures: an MPI launcher, a small generated dataset and its shards."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scalerepro.config import from_mapping
+from scalerepro.data.pack import shard_split
+from scalerepro.data.synth import SynthSpec, generate
+
+REPO = Path(__file__).resolve().parents[1]
+SMALL = SynthSpec(name="tiny", train_per_class=12, val_per_class=4, max_size=160, quirks_per_kind=2)
+
+
+def mpiexec() -> str:
+    """The mpiexec beside this Python (the mpich wheel's)."""
+    beside = Path(sys.executable).with_name("mpiexec")
+    found = str(beside) if beside.exists() else shutil.which("mpiexec")
+    if not found:
+        pytest.skip("mpiexec not found; install the mpich wheel (make venv)")
+    return found
+
+
+@pytest.fixture
+def run_mpi():
+    """Run ``python -c/-m ...`` on N ranks; return the CompletedProcess (never hangs: timeout)."""
+
+    def run(n: int, args: list[str], timeout: float = 300, env: dict | None = None, check: bool = True):
+        cmd = [mpiexec(), "-n", str(n), sys.executable, *args]
+        full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+        return proc
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def tiny_dataset(tmp_path_factory) -> Path:
+    """A 10-class dataset of 12 train / 4 val images per class, with every quirk."""
+    return generate(SMALL, tmp_path_factory.mktemp("data"))
+
+
+@pytest.fixture(scope="session")
+def tiny_shards(tiny_dataset, tmp_path_factory) -> Path:
+    """``tiny_dataset`` sharded: <root>/train (4 shards), <root>/val (2 shards)."""
+    root = tmp_path_factory.mktemp("shards")
+    shard_split(tiny_dataset, "train", root / "train", 4, 0)
+    shard_split(tiny_dataset, "val", root / "val", 2, 0)
+    return root
+
+
+@pytest.fixture
+def default_config():
+    """The schema's defaults as a frozen Config."""
+    return from_mapping({})

@@ -1,0 +1,105 @@
+"""Sharding: every sample once, labels kept, quirks normalised, bad files named, deterministic."""
+
+from __future__ import annotations
+
+import io
+import shutil
+from collections import Counter
+
+import pytest
+from PIL import Image
+
+from scalerepro.data.pack import shard_split
+from scalerepro.data.shards import ShardReader, read_manifest
+from scalerepro.errors import UserError
+from tests.conftest import SMALL
+
+
+def all_records(folder):
+    manifest = read_manifest(folder)
+    out = []
+    for e in manifest["shards"]:
+        reader = ShardReader(folder / e["file"])
+        out += [(name, *reader.record(i)) for i, name in enumerate(reader.names())]
+    return manifest, out
+
+
+def test_every_sample_once_with_its_label(tiny_shards, tiny_dataset):
+    manifest, records = all_records(tiny_shards / "train")
+    names = [n for n, _, _ in records]
+    assert len(names) == len(set(names)) == 10 * SMALL.train_per_class == manifest["samples"]
+    wnid_of = {c["index"]: c["wnid"] for c in manifest["classes"]}
+    assert all(name.split("/")[1] == wnid_of[label] for name, _, label in records)
+
+
+def test_quirks_become_rgb_jpeg(tiny_shards):
+    manifest, records = all_records(tiny_shards / "train")
+    assert manifest["converted"] == {"as-is": 114, "cmyk": 2, "grayscale": 2, "png": 2}
+    for _, data, _ in records:
+        assert bytes(data[:3]) == b"\xff\xd8\xff"
+        assert Image.open(io.BytesIO(bytes(data))).mode == "RGB"
+
+
+def test_manifest_entries_match_files(tiny_shards):
+    from scalerepro.data.shards import sha256_file
+
+    manifest = read_manifest(tiny_shards / "val")
+    for e in manifest["shards"]:
+        path = tiny_shards / "val" / e["file"]
+        assert sha256_file(path) == e["sha256"] and path.stat().st_size == e["bytes"]
+    assert sum(e["samples"] for e in manifest["shards"]) == 10 * SMALL.val_per_class
+
+
+def test_rerun_gives_identical_shards(tiny_dataset, tiny_shards, tmp_path):
+    again = shard_split(tiny_dataset, "train", tmp_path / "train", 4, 0)
+    assert [e["sha256"] for e in again["shards"]] == [e["sha256"] for e in read_manifest(tiny_shards / "train")["shards"]]
+
+
+def test_shards_are_balanced_and_mixed(tiny_shards):
+    manifest, _ = all_records(tiny_shards / "train")
+    sizes = [e["samples"] for e in manifest["shards"]]
+    assert max(sizes) - min(sizes) <= 1
+    labels = Counter(ShardReader(tiny_shards / "train" / manifest["shards"][0]["file"]).labels().tolist())
+    assert len(labels) > 3
+
+
+@pytest.fixture
+def copy_of(tiny_dataset, tmp_path):
+    dst = tmp_path / "ds"
+    shutil.copytree(tiny_dataset, dst)
+    return dst
+
+
+def test_truncated_file_fails_with_its_path(copy_of, tmp_path):
+    victim = sorted((copy_of / "train" / "n90000005").glob("*.JPEG"))[-1]
+    victim.write_bytes(victim.read_bytes()[:300])
+    with pytest.raises(UserError, match=victim.name) as err:
+        shard_split(copy_of, "train", tmp_path / "out", 2, 0)
+    assert "--skip-bad" in str(err.value)
+    assert not list((tmp_path / "out").glob("*.srs"))  # nothing half-written left looking done
+
+
+def test_skip_bad_lists_the_file(copy_of, tmp_path):
+    victim = sorted((copy_of / "train" / "n90000005").glob("*.JPEG"))[-1]
+    victim.write_bytes(b"not an image at all")
+    manifest = shard_split(copy_of, "train", tmp_path / "out", 2, 0, skip_bad=True)
+    assert [s["path"] for s in manifest["skipped"]] == [str(victim.relative_to(copy_of))]
+    assert manifest["samples"] == 10 * SMALL.train_per_class - 1
+
+
+def test_empty_class_folder_is_named(copy_of, tmp_path):
+    for p in (copy_of / "val" / "n90000003").iterdir():
+        p.unlink()
+    with pytest.raises(UserError, match="n90000003"):
+        shard_split(copy_of, "val", tmp_path / "out", 1, 0)
+
+
+def test_missing_split_is_named(copy_of, tmp_path):
+    shutil.rmtree(copy_of / "val")
+    with pytest.raises(UserError, match="val/"):
+        shard_split(copy_of, "val", tmp_path / "out", 1, 0)
+
+
+def test_too_many_shards(tiny_dataset, tmp_path):
+    with pytest.raises(UserError, match="shards requested"):
+        shard_split(tiny_dataset, "val", tmp_path / "out", 1000, 0)

@@ -1,0 +1,71 @@
+"""Staging: verified copies, warm-node skip, corruption detected, capacity checked first."""
+
+from __future__ import annotations
+
+import shutil
+from collections import namedtuple
+
+import pytest
+
+from scalerepro.data import stage
+from scalerepro.data.shards import read_manifest
+from scalerepro.errors import UserError
+
+
+def test_copies_then_skips_when_warm(tiny_shards, tmp_path):
+    first = stage.stage_split(tiny_shards / "train", str(tmp_path))
+    assert first["copied"] == 4 and first["already_present"] == 0
+    second = stage.stage_split(tiny_shards / "train", str(tmp_path))
+    assert second["copied"] == 0 and second["already_present"] == 4
+    assert read_manifest(tmp_path / first["dest"]) == read_manifest(tiny_shards / "train")
+
+
+def test_corrupted_staged_shard_is_replaced(tiny_shards, tmp_path):
+    dest = stage.stage_split(tiny_shards / "train", str(tmp_path))["dest"]
+    victim = sorted(p for p in (tmp_path / dest).iterdir() if p.suffix == ".srs")[0]
+    data = bytearray(victim.read_bytes())
+    data[100] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    again = stage.stage_split(tiny_shards / "train", str(tmp_path))
+    assert again["copied"] == 1 and again["already_present"] == 3
+
+
+def test_corrupted_source_shard_fails(tiny_shards, tmp_path):
+    src = tmp_path / "src"
+    shutil.copytree(tiny_shards / "val", src)
+    victim = sorted(src.glob("*.srs"))[0]
+    data = bytearray(victim.read_bytes())
+    data[10] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    with pytest.raises(UserError, match=victim.name):
+        stage.stage_split(src, str(tmp_path / "shm"))
+    assert not list((tmp_path / "shm").rglob("*.partial"))
+
+
+def test_capacity_shortfall_fails_before_copying(tiny_shards, tmp_path, monkeypatch):
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(stage.shutil, "disk_usage", lambda p: usage(100, 90, 10))
+    with pytest.raises(UserError, match=r"needs .* MiB .* only 0.0 MiB is free"):
+        stage.stage_split(tiny_shards / "train", str(tmp_path / "shm"))
+    assert not (tmp_path / "shm").exists()
+
+
+def test_unset_variable_in_root_is_named(tiny_shards, monkeypatch):
+    monkeypatch.delenv("SLURM_TMPDIR", raising=False)
+    with pytest.raises(UserError, match="SLURM_TMPDIR"):
+        stage.stage_split(tiny_shards / "val", "$SLURM_TMPDIR/x")
+
+
+def test_clean_removes_staged(tiny_shards, tmp_path):
+    stage.stage_split(tiny_shards / "val", str(tmp_path))
+    assert stage.clean(str(tmp_path)) and not list(tmp_path.iterdir())
+
+
+def test_stage_cli_under_mpi(run_mpi, tiny_shards, tmp_path):
+    proc = run_mpi(2, ["-m", "scalerepro.cli", "stage", "--shards", str(tiny_shards / "train"), str(tiny_shards / "val"),
+                       "--root", str(tmp_path / "shm"), "--log", str(tmp_path / "stage.json")])
+    import json
+
+    record = json.loads((tmp_path / "stage.json").read_text())
+    assert record["world_size"] == 2 and len(record["nodes"]) == 1  # one copier per node
+    assert [s["copied"] for s in record["nodes"][0]["splits"]] == [4, 2], proc.stderr

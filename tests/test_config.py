@@ -1,0 +1,88 @@
+"""Configuration: defaults valid, every bad key or value named, shipped configs valid."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import FrozenInstanceError
+
+import pytest
+import yaml
+
+from scalerepro.cli import _parse_set
+from scalerepro.config import from_mapping, load, schema, validate
+from scalerepro.errors import UserError
+from tests.conftest import REPO
+
+
+def test_empty_config_takes_every_default(default_config):
+    assert default_config.train.model == "resnet8"
+    assert default_config.bench.algorithms == ("native", "ring")
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "cluster.yaml"])
+def test_shipped_configs_are_valid(name):
+    cfg = load(REPO / "config" / name)
+    assert cfg.train.ranks and cfg.bench.ranks
+
+
+def test_every_schema_key_has_type_description_default():
+    for section, sub in schema()["properties"].items():
+        assert {"description", "type", "default"} <= set(sub), section
+        for key, spec in sub["properties"].items():
+            assert {"description", "type", "default"} <= set(spec), f"{section}.{key}"
+
+
+def test_defaults_validate_against_their_own_schema():
+    filled = validate({})
+    assert validate(filled) == filled
+
+
+@pytest.mark.parametrize(
+    "raw, named",
+    [
+        ({"train": {"lrr": 1}}, "train.lrr: unknown key"),
+        ({"trian": {}}, "trian: unknown key"),
+        ({"train": {"base_lr": -1}}, "train.base_lr"),
+        ({"train": {"epochs": "ten"}}, "train.epochs"),
+        ({"train": {"algorithms": ["bogus"]}}, "train.algorithms.0: 'bogus' is not one of"),
+        ({"bench": {"dtype": "int8"}}, "bench.dtype"),
+        ({"dataset": {"min_size": 400, "max_size": 100}}, "dataset.min_size (400) exceeds dataset.max_size"),
+        ({"bench": {"min_bytes": 64, "max_bytes": 8}}, "bench.min_bytes (64) exceeds bench.max_bytes"),
+        ({"train": {"ranks": []}}, "train.ranks"),
+    ],
+)
+def test_bad_config_names_the_key(raw, named):
+    with pytest.raises(UserError) as err:
+        from_mapping(raw)
+    assert named in str(err.value)
+
+
+def test_config_is_frozen(default_config):
+    with pytest.raises(FrozenInstanceError):
+        default_config.train.epochs = 3  # type: ignore[misc]
+
+
+def test_inline_json_overrides_file_per_key(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"train": {"epochs": 3, "width": 8}}))
+    cfg = load(path, json.dumps({"train": {"epochs": 5}}))
+    assert (cfg.train.epochs, cfg.train.width) == (5, 8)
+
+
+def test_missing_and_malformed_files_are_named(tmp_path):
+    with pytest.raises(UserError, match="nope.yaml not found"):
+        load(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("train: [1, 2\n")
+    with pytest.raises(UserError, match="bad.yaml is not valid YAML"):
+        load(bad)
+    with pytest.raises(UserError, match="--config-json is not valid JSON"):
+        load(None, "{oops")
+
+
+def test_set_overrides_parse_values_and_reject_bad_syntax():
+    assert json.loads(_parse_set(["train.epochs=2", "train.algorithms=[ring]"])) == {
+        "train": {"epochs": 2, "algorithms": ["ring"]}
+    }
+    with pytest.raises(UserError, match="SECTION.KEY=VALUE"):
+        _parse_set(["epochs=2"])

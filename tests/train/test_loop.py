@@ -1,0 +1,76 @@
+"""Training: schedule, gradient buckets, a real 2-rank run, clear errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from scalerepro.config import from_mapping
+from scalerepro.data.loader import epoch_indices, eval_indices
+from scalerepro.train.events import read_events
+from scalerepro.train.loop import Buckets, learning_rate, param_groups, peak_lr
+from scalerepro.train.model import build
+
+
+def test_lr_scales_warms_up_and_decays():
+    cfg = from_mapping({"train": {"base_lr": 0.1, "reference_batch": 64, "batch_per_rank": 32, "warmup_epochs": 1,
+                                  "epochs": 4}}).train
+    assert peak_lr(cfg, 4) == pytest.approx(0.2)
+    lrs = [learning_rate(cfg, 4, s, 10) for s in range(40)]
+    assert lrs[0] == pytest.approx(0.02) and lrs[9] == pytest.approx(0.2)
+    assert all(a >= b for a, b in zip(lrs[9:], lrs[10:])) and lrs[-1] < 0.01
+
+
+def test_buckets_cover_every_parameter_once_in_reverse_order():
+    model = build("resnet8", 10, 8)
+    params = list(model.parameters())
+    buckets = Buckets(params, cap_bytes=4096)
+    flat = [p for g in buckets.groups for p in g]
+    assert len(buckets.groups) > 1 and [id(p) for p in flat] == [id(p) for p in reversed(params)]
+
+
+def test_no_weight_decay_on_bn_and_bias():
+    groups = param_groups(build("resnet8", 10, 8), 5e-4)
+    assert all(p.ndim > 1 for p in groups[0]["params"]) and groups[1]["weight_decay"] == 0.0
+    assert all(p.ndim <= 1 for p in groups[1]["params"])
+
+
+def test_epoch_partition_is_disjoint_and_reshuffled():
+    parts = [set(epoch_indices(103, 3, r, 0, 0).tolist()) for r in range(3)]
+    assert sum(len(p) for p in parts) == 102 and len(set().union(*parts)) == 102
+    assert not epoch_indices(103, 3, 0, 0, 0).tolist() == epoch_indices(103, 3, 0, 0, 1).tolist()
+    assert sorted(sum((eval_indices(103, 3, r).tolist() for r in range(3)), [])) == list(range(103))
+
+
+def test_unknown_model_is_named():
+    from scalerepro.errors import UserError
+
+    with pytest.raises(UserError, match="unknown model 'vgg'"):
+        build("vgg", 10, 8)
+
+
+@pytest.mark.mpi
+def test_two_rank_run_logs_events_and_record(run_mpi, tiny_shards, tmp_path):
+    out = tmp_path / "run"
+    run_mpi(2, ["-m", "scalerepro.cli", "train", "--algo", "ring", "--shards", str(tiny_shards), "--out", str(out),
+                "--no-stage", "--set", "train.epochs=2", "--set", "train.width=8", "--set", "train.batch_per_rank=16"])
+    record = json.loads((out / "run.json").read_text())
+    assert record["world_size"] == 2 and record["algorithm"] == "ring"
+    assert record["data"]["train_sha256"] and record["versions"]["torch"] == torch.__version__
+    keys = [e["key"] for e in read_events(out / "events.jsonl")]
+    assert keys[0] == "run_start" and keys[-1] == "run_stop"
+    assert keys.count("epoch_stop") == 2 and keys.count("eval_accuracy") == 2
+    steps = [e for e in read_events(out / "events.jsonl") if e["key"] == "step"]
+    assert len(steps) == 2 * 4  # 120 samples / 2 ranks / 16 per batch = 4 steps per epoch
+    assert {"data_s", "fwd_bwd_s", "allreduce_s", "optimizer_s"} <= set(steps[0]["metadata"])
+
+
+@pytest.mark.mpi
+def test_unstaged_shards_fail_with_the_fix(run_mpi, tiny_shards, tmp_path):
+    proc = run_mpi(2, ["-m", "scalerepro.cli", "train", "--algo", "ring", "--shards", str(tiny_shards),
+                       "--out", str(tmp_path / "run"), "--set", f"stage.root={tmp_path / 'empty'}"], check=False)
+    assert proc.returncode != 0
+    assert "are not staged" in proc.stderr and "scalerepro stage" in proc.stderr
+    assert not (tmp_path / "run" / "run.json").exists()

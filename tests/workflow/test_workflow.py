@@ -1,0 +1,125 @@
+"""The Snakemake workflow: lint, dry-runs (laptop, cluster, SLURM profile), config errors, a real laptop run."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+
+BIN = Path(sys.executable).parent
+
+
+def workflow_copy(tmp_path: Path) -> Path:
+    """The workflow files in a fresh folder, so runs never touch the checkout's results/."""
+    dst = tmp_path / "wf"
+    dst.mkdir()
+    shutil.copy(REPO / "Snakefile", dst)
+    shutil.copytree(REPO / "workflow", dst / "workflow", symlinks=True)
+    shutil.copytree(REPO / "config", dst / "config")
+    return dst
+
+
+def snakemake(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run the snakemake CLI of this venv in ``cwd``."""
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "DVC_NO_ANALYTICS": "true"}
+    return subprocess.run([str(BIN / "snakemake"), *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def job_counts(stdout: str) -> dict[str, int]:
+    """The 'Job stats' table of a dry-run."""
+    lines = stdout[stdout.index("Job stats:"):].splitlines()[3:]
+    counts = {}
+    for line in lines:
+        parts = line.split()
+        if len(parts) != 2 or not parts[1].isdigit():
+            break
+        counts[parts[0]] = int(parts[1])
+    return counts
+
+
+def test_lint_is_clean():
+    proc = snakemake(REPO, "--lint")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_dry_run_default_plans_every_stage(tmp_path):
+    proc = snakemake(workflow_copy(tmp_path), "-n", "--cores", "2")
+    assert proc.returncode == 0, proc.stderr
+    counts = job_counts(proc.stdout)
+    assert counts == {"make_dataset": 1, "shard": 2, "train": 4, "bench": 1, "collect": 1, "analyze": 1, "plot": 1,
+                      "all": 1, "total": 12}
+
+
+def test_dry_run_cluster_config_with_slurm_profile(tmp_path):
+    wf = workflow_copy(tmp_path)
+    proc = snakemake(wf, "-n", "--profile", "workflow/profiles/slurm", "--configfile", "config/cluster.yaml")
+    assert proc.returncode == 0, proc.stderr
+    counts = job_counts(proc.stdout)
+    assert "make_dataset" not in counts  # ImageNet is an existing folder, never generated
+    assert counts["train"] == 6 * 2 and counts["bench"] == 6
+    assert "results/train/ring/n256/run.json" in proc.stdout
+
+
+def test_slurm_profile_launches_ranks_with_srun():
+    profile = yaml.safe_load((REPO / "workflow/profiles/slurm/profile.yaml").read_text())
+    assert profile["executor"] == "slurm" and profile["slurm-status-command"] == "squeue"
+    assert profile["set-resources"]["train"]["mpi"] == "srun --mpi=pmi2"
+    assert profile["set-resources"]["bench"]["mpi"] == "srun --mpi=pmi2"
+
+
+@pytest.mark.parametrize(
+    "bad, named",
+    [
+        ({"train": {"epochs": 0}}, "train.epochs"),
+        ({"bench": {"algorithms": ["ring", "carrier-pigeon"]}}, "bench.algorithms.1"),
+        ({"stage": {"where": "/tmp"}}, "stage.where: unknown key"),
+    ],
+)
+def test_bad_config_fails_before_any_job(tmp_path, bad, named):
+    wf = workflow_copy(tmp_path)
+    (wf / "bad.yaml").write_text(yaml.safe_dump(bad))
+    proc = snakemake(wf, "--cores", "1", "--configfile", "bad.yaml")
+    assert proc.returncode != 0
+    assert named in proc.stderr + proc.stdout
+    assert not (wf / "results").exists() and not (wf / "data").exists()
+
+
+@pytest.mark.slow
+def test_laptop_run_end_to_end(tmp_path):
+    """make run's two commands on a reduced dataset: every stage, metrics, figures, report; a rerun does nothing."""
+    wf = workflow_copy(tmp_path)
+    small = {
+        "dataset": {"name": "small", "train_per_class": 16, "val_per_class": 4, "max_size": 200, "quirks_per_kind": 1},
+        "shard": {"train_shards": 4, "val_shards": 2},
+        "stage": {"root": str(tmp_path / "shm")},
+        "train": {"ranks": [1, 2], "algorithms": ["ring"], "epochs": 2, "width": 8, "batch_per_rank": 16},
+        "bench": {"ranks": [2], "max_bytes": 65536, "iters": 3},
+    }
+    (wf / "small.yaml").write_text(yaml.safe_dump(small))
+    run = snakemake(wf, "--cores", "2", "--profile", "workflow/profiles/laptop", "--configfile", "small.yaml",
+                    timeout=900)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
+    metrics = json.loads((wf / "results/metrics.json").read_text())
+    assert set(metrics["runs"]) == {"ring-n1", "ring-n2"}
+    assert metrics["runs"]["ring-n2"]["images_per_s"] > 0 and metrics["summary"]["bench_wrong"] == 0
+    assert set(metrics["bench_peak_busbw_GBps"]) == {"native-n2", "ring-n2"}
+    for fig in ("scaling", "time_to_accuracy", "allreduce_busbw", "step_breakdown"):
+        assert (wf / f"results/plots/{fig}.png").stat().st_size > 10_000
+    for log in ("make_dataset.log", "shard_train.log", "train/ring-n2.log", "bench/n2.log", "plot.log"):
+        assert (wf / "results/logs" / log).is_file(), log
+    stage = json.loads((wf / "results/train/ring/n2/stage.json").read_text())
+    assert stage["world_size"] == 2 and stage["nodes"][0]["splits"][0]["copied"] + stage["nodes"][0]["splits"][0]["already_present"] == 4
+    report = snakemake(wf, "--configfile", "small.yaml", "--report", "results/report.html", timeout=300)
+    assert report.returncode == 0, report.stderr[-3000:]
+    assert (wf / "results/report.html").stat().st_size > 100_000
+    again = snakemake(wf, "-n", "--cores", "2", "--configfile", "small.yaml")
+    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr

@@ -99,31 +99,24 @@ def cmd_shard(args: argparse.Namespace) -> None:
 
 def cmd_stage(args: argparse.Namespace) -> None:
     """Stage shards into node memory (first rank per node copies)."""
-    import socket
-
-    from scalerepro.data.stage import clean, stage_split
+    from scalerepro.data.stage import clean_on_nodes, describe, stage_on_nodes
     from scalerepro.io import write_json_atomic
-    from scalerepro.mpi import agree, node_comm, world
+    from scalerepro.mpi import on_root, world
 
-    cfg = _config(args)
-    root = args.root or cfg.stage.root
+    root = args.root or _config(args).stage.root
     comm = world()
-    node = node_comm(comm)
     if args.clean:
-        removed = agree(comm, lambda: clean(root) if node.rank == 0 else [])
-        print(f"removed {len(removed)} staged folder(s) under {root}", file=sys.stderr)
+        removed = clean_on_nodes(comm, root)
+        on_root(comm, lambda: print(f"removed {len(removed)} staged folder(s) under {root}", file=sys.stderr))
         return
-    done = agree(comm, lambda: [stage_split(Path(d), root) for d in args.shards] if node.rank == 0 else None)
-    comm.Barrier()
-    per_node = [r for r in comm.gather({"host": socket.gethostname(), "splits": done}, root=0) or [] if r["splits"]]
-    if comm.rank == 0:
-        record = {"nodes": per_node, "world_size": comm.size, "root": root}
+    record = stage_on_nodes(comm, [Path(d) for d in args.shards], root)
+
+    def report() -> None:
         if args.log:
             write_json_atomic(args.log, record)
-        for node_record in per_node:
-            for s in node_record["splits"]:
-                print(f"{node_record['host']}: {s['split']} -> {s['dest']}: copied {s['copied']}, "
-                      f"already there {s['already_present']}, {s['seconds']:.2f} s", file=sys.stderr)
+        print(describe(record), file=sys.stderr)
+
+    on_root(comm, report)
 
 
 def _staged_dir(shards: Path, split: str, stage_root: str, direct: bool) -> Path:
@@ -143,7 +136,7 @@ def _staged_dir(shards: Path, split: str, stage_root: str, direct: bool) -> Path
 
 def cmd_train(args: argparse.Namespace) -> None:
     """Run one training run on all ranks."""
-    from scalerepro.mpi import world
+    from scalerepro.mpi import on_root, world
     from scalerepro.train.loop import RunSpec, run
 
     cfg = _config(args)
@@ -157,11 +150,11 @@ def cmd_train(args: argparse.Namespace) -> None:
         workers=args.workers,
     )
     record = run(spec, world())
-    if world().rank == 0:
-        final = record["final"] or {}
-        print(f"train {spec.algorithm} x{record['world_size']}: top-1 {final.get('top1', float('nan')):.3f} "
-              f"after {record['config']['train']['epochs']} epochs, {record['seconds']:.1f} s, status {record['status']}",
-              file=sys.stderr)
+    final = record["final"] or {}
+    on_root(world(), lambda: print(
+        f"train {spec.algorithm} x{record['world_size']}: top-1 {final.get('top1', float('nan')):.3f} after "
+        f"{record['config']['train']['epochs']} epochs, {record['seconds']:.1f} s, status {record['status']}",
+        file=sys.stderr))
 
 
 def cmd_bench(args: argparse.Namespace) -> None:
@@ -169,29 +162,32 @@ def cmd_bench(args: argparse.Namespace) -> None:
     import os
     import platform
 
+    from scalerepro.comm.context import Context
     from scalerepro.comm.harness import HEADER, SweepSpec, sweep, total_wrong
     from scalerepro.comm.registry import get
     from scalerepro.io import write_json_atomic
-    from scalerepro.mpi import hosts, library_version, world
+    from scalerepro.mpi import hosts, library_version, on_root, world
     from scalerepro.provenance import argv, versions
 
-    b = _config(args).bench
+    cfg = _config(args)
+    b = cfg.bench
     algos = tuple(args.algos.split(",")) if args.algos else b.algorithms
     for a in algos:
         get(a)
     spec = SweepSpec(algos, b.min_bytes, b.max_bytes, b.dtype, b.warmup, b.iters, b.check)
+    params = cfg.comm.params()
     comm = world()
-    if comm.rank == 0:
-        print(f"# world size {comm.size}, {library_version()}\n{HEADER}", file=sys.stderr)
-    rows = sweep(comm, spec)
+    on_root(comm, lambda: print(f"# world size {comm.size}, {library_version()}\n{HEADER}", file=sys.stderr))
+    with Context(comm, params) as ctx:
+        rows = sweep(ctx, spec)
     record = {
         "argv": argv(), "world_size": comm.size, "hosts": hosts(comm), "mpi_library": library_version(),
         "versions": versions(), "platform": platform.platform(), "spec": spec.__dict__ | {"algorithms": list(algos)},
+        "params": cfg.to_dict()["comm"],
         "env": {k: v for k, v in os.environ.items() if k.startswith(("OMP_", "MPIR_", "MPICH_", "SLURM_"))},
         "rows": rows,
     }
-    if comm.rank == 0:
-        write_json_atomic(args.out, record)
+    on_root(comm, lambda: write_json_atomic(args.out, record))
     wrong = total_wrong(rows)
     if wrong:
         raise UserError(f"{wrong} wrong elements in the all-reduce results (see #wrong in {args.out})")

@@ -83,6 +83,22 @@ class TrainConfig:
 
 
 @dataclass(frozen=True)
+class CommConfig:
+    """All-reduce parameters (see comm.context.CommParams)."""
+
+    timeout_s: float
+    colors: int
+    chunk_bytes: int
+    grid: tuple[int, ...]
+
+    def params(self) -> Any:
+        """The CommParams the algorithms take."""
+        from scalerepro.comm.context import CommParams
+
+        return CommParams(float(self.timeout_s), self.colors, self.chunk_bytes, tuple(self.grid))
+
+
+@dataclass(frozen=True)
 class BenchConfig:
     """The all-reduce sweep."""
 
@@ -104,6 +120,7 @@ class Config:
     shard: ShardConfig
     stage: StageConfig
     train: TrainConfig
+    comm: CommConfig
     bench: BenchConfig
 
     def to_dict(self) -> dict[str, Any]:
@@ -200,6 +217,7 @@ def from_mapping(raw: Mapping[str, Any], schema_path: str | None = None) -> Conf
         shard=_section(ShardConfig, data["shard"]),
         stage=_section(StageConfig, data["stage"]),
         train=_section(TrainConfig, data["train"]),
+        comm=_section(CommConfig, data["comm"]),
         bench=_section(BenchConfig, data["bench"]),
     )
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from scalerepro.comm.harness import bus_factor, expected, fill, sizes
 from scalerepro.comm.registry import allreduce, as_array, get, names
@@ -15,16 +17,80 @@ from scalerepro.errors import UserError
 CHECK = str(Path(__file__).with_name("allreduce_check.py"))
 
 
+ALL = ["gloo", "hierarchical", "multicolor", "multiring", "native", "rabenseifner", "ring", "torus2d", "torus2d-3phase"]
+HANG = str(Path(__file__).with_name("hang_check.py"))
+
+
 @pytest.mark.mpi
-@pytest.mark.parametrize("ranks", [1, 2, 3, 4])
+@pytest.mark.parametrize("ranks", [1, 2, 3, 4, 6])
 def test_every_algorithm_sums_exactly_with_same_bits(run_mpi, ranks):
-    proc = run_mpi(ranks, [CHECK])
-    assert f"OK {ranks} ranks" in proc.stdout
+    """Sizes 0, 1, < ranks, primes, large; float32/64; in and out of place; torch tensors."""
+    proc = run_mpi(ranks, [CHECK], timeout=600)
+    assert f"OK {ranks} ranks: {', '.join(ALL)}" in proc.stdout
+
+
+@pytest.mark.mpi
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
+@given(extra=st.lists(st.integers(min_value=0, max_value=200_000), min_size=1, max_size=6))
+def test_property_sizes(run_mpi, extra):
+    """Hypothesis-drawn element counts, every algorithm, 3 ranks."""
+    proc = run_mpi(3, [CHECK, "", ",".join(map(str, extra))], timeout=600)
+    assert "OK 3 ranks" in proc.stdout
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize(
+    "algo, grid",
+    [("torus2d", "[2,3]"), ("torus2d", "[3,2]"), ("torus2d-3phase", "[2,3]"), ("multiring", "[2,3]"),
+     ("multiring", "[3,1,2]"), ("multiring", "[6]")],
+)
+def test_grids_on_six_ranks(run_mpi, algo, grid):
+    script = f"""
+import sys, numpy as np
+from mpi4py import MPI
+from scalerepro.comm.context import CommParams, Context
+from scalerepro.comm.registry import allreduce
+comm = MPI.COMM_WORLD
+with Context(comm, CommParams(chunk_bytes=1000, grid=tuple({grid}))) as ctx:
+    for n in (0, 5, 6, 1001, 77777):
+        data = np.random.default_rng([n, comm.rank]).integers(-99, 99, n).astype(np.float64)
+        want = np.sum(np.stack(comm.allgather(data)), axis=0) if n else data
+        allreduce(data, "{algo}", ctx)
+        assert np.array_equal(data, want), n
+        assert len(set(comm.allgather(data.tobytes()))) == 1
+print("OK")
+"""
+    assert "OK" in run_mpi(6, ["-c", script]).stdout
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("algo, grid, fits", [("torus2d", "[4,2]", "[[2, 3], [3, 2]]"), ("multiring", "[5]", "[[6]]"),
+                                              ("torus2d", "[6]", "must have 2 dimensions")])
+def test_grid_that_does_not_fit_lists_ones_that_do(run_mpi, algo, grid, fits):
+    proc = run_mpi(6, ["-m", "scalerepro.cli", "bench", "--algos", algo, "--set", f"comm.grid={grid}",
+                       "--set", "bench.max_bytes=64", "--out", "/dev/null"], check=False)
+    assert proc.returncode != 0
+    assert fits in proc.stderr, proc.stderr
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("algo", ["native", "ring", "multicolor", "torus2d"])
+def test_rank_that_never_arrives_ends_the_job_naming_it(run_mpi, algo):
+    proc = run_mpi(3, [HANG, algo, "late", "2"], timeout=60, check=False)
+    assert proc.returncode != 0
+    assert f"{algo} all-reduce (collective #2) did not finish within comm.timeout_s=2 s" in proc.stderr
+    assert "rank(s) [1] never arrived" in proc.stderr
+
+
+@pytest.mark.mpi
+def test_killed_rank_does_not_hang_the_others(run_mpi):
+    proc = run_mpi(3, [HANG, "ring", "dead", "2"], timeout=60, check=False)
+    assert proc.returncode != 0 and "finished" not in proc.stdout
 
 
 def test_registry_lists_and_refuses():
-    assert {"native", "ring"} <= set(names())
-    with pytest.raises(UserError, match="unknown all-reduce algorithm 'nope'; choose one of: native"):
+    assert names() == sorted(ALL)
+    with pytest.raises(UserError, match="unknown all-reduce algorithm 'nope'; choose one of: gloo, hierarchical, multicolor"):
         get("nope")
 
 
@@ -39,6 +105,32 @@ def test_rejects_non_contiguous_and_foreign_buffers():
         as_array(np.zeros((4, 4), dtype=np.float32)[:, 1])
     with pytest.raises(UserError, match="NumPy array or a torch tensor"):
         as_array([1.0, 2.0])
+
+
+def test_out_of_place_leaves_input_and_checks_shape():
+    src = np.arange(4, dtype=np.float32)
+    out = np.zeros(4, dtype=np.float32)
+    assert allreduce(src, "ring", out=out) is out and np.array_equal(out, src)
+    with pytest.raises(UserError, match="must match the input"):
+        allreduce(src, "ring", out=np.zeros(3, dtype=np.float32))
+
+
+def test_bad_params_name_the_key():
+    from scalerepro.comm.context import CommParams
+
+    with pytest.raises(UserError, match="comm.colors"):
+        CommParams(colors=0)
+    with pytest.raises(UserError, match="comm.timeout_s"):
+        CommParams(timeout_s=0)
+
+
+def test_multicolor_orders_differ_and_plan_scales():
+    from scalerepro.comm.multicolor import MIN_COLOR_BYTES, orders, plan
+
+    o = orders(5, 4)
+    assert len(set(o)) == 4 and all(sorted(x) == list(range(5)) for x in o)
+    assert plan(8192, 4, 1 << 20) == (1, 1)
+    assert plan(64 * MIN_COLOR_BYTES, 4, 1 << 20)[0] == 4
 
 
 def test_harness_pattern_and_sizes():
@@ -59,6 +151,7 @@ def test_bench_cli_writes_checked_json(run_mpi, tmp_path):
                        "--out", str(out)])
     record = json.loads(out.read_text())
     assert record["world_size"] == 3 and len(record["hosts"]) == 3 and "MPICH" in record["mpi_library"]
+    assert record["params"] == {"timeout_s": 300, "colors": 2, "chunk_bytes": 1048576, "grid": []}
     assert {r["algorithm"] for r in record["rows"]} == {"native", "ring"}
     assert [r["bytes"] for r in record["rows"] if r["algorithm"] == "ring"] == sizes(8, 4096)
     assert all(r["wrong"] == 0 and r["time_us"] > 0 for r in record["rows"])

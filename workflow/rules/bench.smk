@@ -6,7 +6,7 @@ rule bench:
     output:
         "results/bench/n{ranks}.json",
     params:
-        cfg=sections("bench"),
+        cfg=sections("bench", "comm"),
     log:
         "results/logs/bench/n{ranks}.log",
     conda:

@@ -85,15 +85,16 @@ def collect(runs: list[Path], benches: list[Path], out: Path) -> dict[str, pd.Da
     return frames
 
 
+def read_csv(path: Path, writer: str) -> pd.DataFrame:
+    """A CSV table (an empty file is an empty frame); a missing one names the command that writes it."""
+    if not Path(path).is_file():
+        raise UserError(f"{path} missing; run `scalerepro {writer}` first")
+    try:
+        return pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
+
+
 def read_tables(folder: Path) -> dict[str, pd.DataFrame]:
-    """The tables written by :func:`collect` (empty tables come back as empty frames)."""
-    frames = {}
-    for name in TABLES:
-        path = Path(folder) / f"{name}.csv"
-        if not path.is_file():
-            raise UserError(f"{path} missing; run `scalerepro collect` first")
-        try:
-            frames[name] = pd.read_csv(path)
-        except pd.errors.EmptyDataError:
-            frames[name] = pd.DataFrame()
-    return frames
+    """The tables written by :func:`collect`."""
+    return {name: read_csv(Path(folder) / f"{name}.csv", "collect") for name in TABLES}

@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from scalerepro.errors import UserError  # noqa: E402
+from scalerepro.analysis.collect import read_csv  # noqa: E402
 
 FIGURES = ("scaling.png", "time_to_accuracy.png", "allreduce_busbw.png", "step_breakdown.png")
 
@@ -98,13 +98,7 @@ def breakdown_plot(runs: pd.DataFrame, path: Path) -> Path:
 def plot_all(analysis_dir: Path, out: Path) -> list[Path]:
     """Every figure, from the analysis CSVs."""
     def read(name: str) -> pd.DataFrame:
-        path = analysis_dir / name
-        if not path.is_file():
-            raise UserError(f"{path} missing; run `scalerepro analyze` first")
-        try:
-            return pd.read_csv(path)
-        except pd.errors.EmptyDataError:
-            return pd.DataFrame()
+        return read_csv(analysis_dir / name, "analyze")
 
     sns.set_theme(style="whitegrid", context="notebook")
     out.mkdir(parents=True, exist_ok=True)

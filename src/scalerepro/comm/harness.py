@@ -12,12 +12,13 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 import numpy as np
 from mpi4py import MPI
 
-from scalerepro.comm.registry import get
+from scalerepro.comm.context import Context
+from scalerepro.comm.registry import allreduce, get
 
 DTYPES = {"float32": np.float32, "float64": np.float64}
 
@@ -61,21 +62,22 @@ def bus_factor(world: int) -> float:
     return 2.0 * (world - 1) / world if world > 1 else 0.0
 
 
-def measure(comm: MPI.Intracomm, algo: str, nbytes: int, spec: SweepSpec) -> dict[str, Any]:
+def measure(ctx: Context, algo: str, nbytes: int, spec: SweepSpec) -> dict[str, Any]:
     """One row: time statistics, bandwidths and the number of wrong elements."""
-    fn: Callable[[np.ndarray, MPI.Intracomm], None] = get(algo)
+    comm = ctx.comm
+    get(algo)
     dtype = DTYPES[spec.dtype]
     count = nbytes // np.dtype(dtype).itemsize
     buf = np.empty(count, dtype=dtype)
     for it in range(spec.warmup):
         fill(buf, comm.rank, it)
-        fn(buf, comm)
+        allreduce(buf, algo, ctx)
     times, wrong = [], 0
     for it in range(spec.iters):
         fill(buf, comm.rank, it)
         comm.Barrier()
         t0 = time.perf_counter()
-        fn(buf, comm)
+        allreduce(buf, algo, ctx)
         times.append(time.perf_counter() - t0)
         if spec.check:
             wrong += int(np.count_nonzero(buf != expected(count, comm.size, it, dtype)))
@@ -97,14 +99,14 @@ def measure(comm: MPI.Intracomm, algo: str, nbytes: int, spec: SweepSpec) -> dic
     }
 
 
-def sweep(comm: MPI.Intracomm, spec: SweepSpec, progress: bool = True) -> list[dict[str, Any]]:
+def sweep(ctx: Context, spec: SweepSpec, progress: bool = True) -> list[dict[str, Any]]:
     """Every algorithm x size; rank 0 prints an nccl-tests style table to stderr as it goes."""
     rows = []
     for algo in spec.algorithms:
         for nbytes in sizes(spec.min_bytes, spec.max_bytes):
-            row = measure(comm, algo, nbytes, spec)
+            row = measure(ctx, algo, nbytes, spec)
             rows.append(row)
-            if progress and comm.rank == 0:
+            if progress and ctx.rank == 0:
                 print(format_row(row), file=sys.stderr, flush=True)
     return rows
 

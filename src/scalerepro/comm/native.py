@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
+from scalerepro.comm.context import Context
 from scalerepro.comm.registry import register
 
 
 @register("native")
-def native_allreduce(buf: np.ndarray, comm: MPI.Intracomm) -> None:
+def native_allreduce(buf: np.ndarray, ctx: Context) -> None:
     """In-place MPI_Allreduce with MPI_SUM."""
-    comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
+    ctx.comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)

@@ -1,8 +1,10 @@
 """One registry of all-reduce algorithms and the one ``allreduce`` call training uses.
 
-An algorithm is a function ``fn(buf, comm)`` that sums the 1-D contiguous
-NumPy array ``buf`` over ``comm`` in place, leaving the same bits on every
-rank. Torch CPU tensors are passed as zero-copy NumPy views.
+An algorithm is a function ``fn(buf, ctx)`` that sums the 1-D contiguous
+NumPy array ``buf`` over the :class:`~scalerepro.comm.context.Context` in
+place, leaving the same bits on every rank. Torch CPU tensors are passed
+as zero-copy NumPy views. Every call runs under the context's watchdog, so
+a dead or absent rank ends the job with a message instead of a hang.
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ from typing import Any, Callable
 import numpy as np
 from mpi4py import MPI
 
+from scalerepro.comm.context import CommParams, Context
 from scalerepro.errors import UserError
 
-Algorithm = Callable[[np.ndarray, MPI.Intracomm], None]
+Algorithm = Callable[[np.ndarray, Context], None]
 _ALGORITHMS: dict[str, Algorithm] = {}
 
 
@@ -46,8 +49,20 @@ def get(name: str) -> Algorithm:
 
 
 def _load_builtin() -> None:
-    """Import the built-in algorithm modules (each registers itself)."""
-    from scalerepro.comm import native, ring  # noqa: F401
+    """Import the built-in algorithm modules once (each registers itself)."""
+    if "native" in _ALGORITHMS:
+        return
+    from scalerepro.comm import (  # noqa: F401
+        gloo,
+        hierarchical,
+        multicolor,
+        multiring,
+        native,
+        rabenseifner,
+        ring,
+        torus2d,
+        torus2d_3phase,
+    )
 
 
 def as_array(buf: Any) -> np.ndarray:
@@ -65,8 +80,37 @@ def as_array(buf: Any) -> np.ndarray:
     return arr.reshape(-1)
 
 
-def allreduce(buf: Any, algo: str = "native", comm: MPI.Intracomm | None = None) -> Any:
-    """Sum ``buf`` over ``comm`` (default COMM_WORLD) in place with algorithm ``algo``; return ``buf``."""
+def allreduce(
+    buf: Any,
+    algo: str = "native",
+    comm: Context | MPI.Intracomm | None = None,
+    out: Any = None,
+    params: CommParams | None = None,
+) -> Any:
+    """Sum ``buf`` over ``comm`` with algorithm ``algo``: in place, or into ``out`` (``buf`` untouched).
+
+    ``comm`` is a Context (reused: sub-communicators and the watchdog are made
+    once) or a plain communicator (default COMM_WORLD), wrapped for this call.
+    """
     fn = get(algo)
-    fn(as_array(buf), comm if comm is not None else MPI.COMM_WORLD)
-    return buf
+    target = buf
+    if out is not None:
+        dst, src = as_array(out), as_array(buf)
+        if dst.shape != src.shape or dst.dtype != src.dtype:
+            raise UserError(f"allreduce out= must match the input: {dst.dtype}[{dst.size}] vs {src.dtype}[{src.size}]")
+        np.copyto(dst, src)
+        target = out
+    arr = as_array(target)
+    ctx = comm if isinstance(comm, Context) else Context(comm, params)
+    dog = ctx.watchdog()
+    try:
+        if dog is None:
+            fn(arr, ctx)
+        else:
+            dog.arm(f"{algo} all-reduce")
+            fn(arr, ctx)
+            dog.disarm()
+    finally:
+        if ctx is not comm:
+            ctx.close()
+    return target

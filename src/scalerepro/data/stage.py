@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import time
 from pathlib import Path
 from typing import Any
 
 from scalerepro.data.shards import MANIFEST, read_manifest, sha256_file
 from scalerepro.errors import UserError
+from scalerepro.mpi import agree, node_comm
 
 
 def staged_folder(root: str, manifest: dict[str, Any]) -> Path:
@@ -84,3 +86,26 @@ def clean(root: str) -> list[str]:
             shutil.rmtree(child) if child.is_dir() else child.unlink()
             removed.append(str(child))
     return removed
+
+
+def stage_on_nodes(comm: Any, shard_dirs: list[Path], root: str) -> dict[str, Any]:
+    """Stage every split on every node (first rank per node copies); the record is complete on rank 0."""
+    node = node_comm(comm)
+    done = agree(comm, lambda: [stage_split(d, root) for d in shard_dirs] if node.rank == 0 else None)
+    gathered = comm.gather({"host": socket.gethostname(), "splits": done}, root=0) or []
+    return {"nodes": [g for g in gathered if g["splits"] is not None], "world_size": comm.size, "root": root}
+
+
+def clean_on_nodes(comm: Any, root: str) -> list[str]:
+    """Remove the staged folders on every node (first rank per node)."""
+    node = node_comm(comm)
+    return agree(comm, lambda: clean(root) if node.rank == 0 else [])
+
+
+def describe(record: dict[str, Any]) -> str:
+    """One line per node and split, for people."""
+    return "\n".join(
+        f"{n['host']}: {s['split']} -> {s['dest']}: copied {s['copied']}, already there {s['already_present']}, "
+        f"{s['seconds']:.2f} s"
+        for n in record["nodes"] for s in n["splits"]
+    )

@@ -19,12 +19,13 @@ import torch
 from mpi4py import MPI
 from torch import nn
 
+from scalerepro.comm.context import Context
 from scalerepro.comm.registry import allreduce, get
 from scalerepro.config import Config, TrainConfig
 from scalerepro.data.loader import ShardDataset, batches, epoch_indices, eval_indices, eval_transform, train_transform
 from scalerepro.errors import UserError
 from scalerepro.io import write_json_atomic
-from scalerepro.mpi import hosts, node_comm
+from scalerepro.mpi import hosts, node_comm, on_root
 from scalerepro.provenance import argv, versions
 from scalerepro.train.events import EventLog
 from scalerepro.train.model import build
@@ -63,12 +64,12 @@ class Buckets:
             size += nbytes
         self.buffers = [torch.zeros(sum(p.numel() for p in g), dtype=g[0].dtype) for g in self.groups]
 
-    def reduce(self, algorithm: str, comm: MPI.Intracomm) -> None:
-        """Sum every bucket over ``comm`` and divide by its size."""
+    def reduce(self, algorithm: str, ctx: Context) -> None:
+        """Sum every bucket over the ranks and divide by their number."""
         for group, buf in zip(self.groups, self.buffers):
             torch.cat([p.grad.reshape(-1) for p in group], out=buf)
-            allreduce(buf, algorithm, comm)
-            buf.div_(comm.size)
+            allreduce(buf, algorithm, ctx)
+            buf.div_(ctx.size)
             offset = 0
             for p in group:
                 n = p.numel()
@@ -149,19 +150,20 @@ def run(spec: RunSpec, comm: MPI.Intracomm) -> dict[str, Any]:
     torch.set_num_threads(threads_for(cfg, comm))
     log = EventLog(spec.out / "events.jsonl", enabled=comm.rank == 0)
     try:
-        record = _train(spec, comm, log)
+        with Context(comm, spec.config.comm.params()) as ctx:
+            record = _train(spec, ctx, log)
     except BaseException as exc:
         log.emit("run_stop", None, status="aborted", error=f"{type(exc).__name__}: {exc}")
         log.close()
         raise
     log.finish()
-    if comm.rank == 0:
-        write_json_atomic(spec.out / "run.json", record)
+    on_root(comm, lambda: write_json_atomic(spec.out / "run.json", record))
     return record
 
 
-def _train(spec: RunSpec, comm: MPI.Intracomm, log: EventLog) -> dict[str, Any]:
+def _train(spec: RunSpec, ctx: Context, log: EventLog) -> dict[str, Any]:
     """The training loop proper."""
+    comm = ctx.comm
     cfg, world = spec.train, comm.size
     log.start("run_start", algorithm=spec.algorithm, world_size=world)
     t_start = time.perf_counter()
@@ -198,7 +200,7 @@ def _train(spec: RunSpec, comm: MPI.Intracomm, log: EventLog) -> dict[str, Any]:
             loss = loss_fn(model(x), y)
             loss.backward()
             t1 = time.perf_counter()
-            buckets.reduce(spec.algorithm, comm)
+            buckets.reduce(spec.algorithm, ctx)
             t2 = time.perf_counter()
             opt.step()
             t3 = time.perf_counter()

@@ -1,0 +1,237 @@
+"""What every algorithm runs with: the communicator, its parameters, cached sub-communicators, a watchdog.
+
+The watchdog is one daemon thread per context. Each collective arms it
+with a deadline (``timeout_s``); if the deadline passes, the thread asks
+every other rank, over a private duplicate communicator, how many
+collectives it has entered. A rank that does not answer is dead; a rank
+that answers with a smaller count never arrived. The thread prints one
+message naming the collective and those ranks, then aborts the job, so no
+rank waits forever. Algorithms keep using blocking point-to-point calls:
+the check costs nothing on the fast path.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from mpi4py import MPI
+
+from scalerepro.errors import UserError
+
+QUERY, REPLY = 7001, 7002
+
+
+@dataclass(frozen=True)
+class CommParams:
+    """Algorithm parameters (from the ``comm`` config section); recorded with every result."""
+
+    timeout_s: float = 300.0
+    colors: int = 2
+    chunk_bytes: int = 1 << 20
+    grid: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        """Check ranges; errors name the key."""
+        if self.timeout_s <= 0:
+            raise UserError(f"comm.timeout_s={self.timeout_s}: must be > 0 seconds")
+        if self.colors < 1:
+            raise UserError(f"comm.colors={self.colors}: must be >= 1")
+        if self.chunk_bytes < 4:
+            raise UserError(f"comm.chunk_bytes={self.chunk_bytes}: must be >= 4")
+        if any(d < 1 for d in self.grid):
+            raise UserError(f"comm.grid={list(self.grid)}: every dimension must be >= 1")
+
+
+def factorizations(p: int, dims: int) -> list[tuple[int, ...]]:
+    """Every ordered way to write p as a product of ``dims`` factors >= 1."""
+    if dims == 1:
+        return [(p,)]
+    return [(d, *rest) for d in range(1, p + 1) if p % d == 0 for rest in factorizations(p // d, dims - 1)]
+
+
+def check_grid(grid: tuple[int, ...], p: int, algo: str) -> tuple[int, ...]:
+    """``grid`` if its product is p; otherwise a UserError listing the shapes that fit."""
+    if math.prod(grid) == p:
+        return grid
+    fits = [list(f) for f in factorizations(p, len(grid)) if all(d > 1 for d in f) or p == 1] or [
+        list(f) for f in factorizations(p, len(grid))
+    ]
+    raise UserError(
+        f"{algo}: grid {list(grid)} has {math.prod(grid)} ranks but the job has {p}; "
+        f"set comm.grid to one of {fits[:12]}"
+    )
+
+
+class Watchdog:
+    """Aborts the job, naming the missing ranks, when a collective outlives its deadline."""
+
+    def __init__(self, comm: MPI.Intracomm, timeout_s: float) -> None:
+        """Duplicate ``comm`` for queries and start the thread."""
+        self.comm = comm.Dup()
+        self.timeout_s = timeout_s
+        # Written by the collective's thread, read by the watchdog's: plain attribute
+        # stores are atomic under the GIL, so the fast path takes no lock.
+        self.seq = 0
+        self.name = ""
+        self.deadline = math.inf
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="scalerepro-watchdog", daemon=True)
+        self._thread.start()
+
+    def arm(self, name: str) -> None:
+        """A collective called ``name`` starts now."""
+        self.seq += 1
+        self.name = name
+        self.deadline = time.monotonic() + self.timeout_s
+
+    def disarm(self) -> None:
+        """The collective finished."""
+        self.deadline = math.inf
+
+    def _loop(self) -> None:
+        """Answer peers' queries; check our own deadline.
+
+        One standing receive per peer, never MPI_ANY_SOURCE: a wildcard
+        receive makes MPICH poll every transport on each progress call and
+        slows every small all-reduce several-fold.
+        """
+        peers = [r for r in range(self.comm.size) if r != self.comm.rank]
+        bufs = [bytearray(8) for _ in peers]
+        reqs = [self.comm.Irecv(b, source=r, tag=QUERY) for b, r in zip(bufs, peers)]
+        try:
+            while not self._stop.wait(0.05):
+                for i in MPI.Request.Testsome(reqs) or []:
+                    self.comm.send(self.seq, dest=peers[i], tag=REPLY)
+                    reqs[i] = self.comm.Irecv(bufs[i], source=peers[i], tag=QUERY)
+                if time.monotonic() > self.deadline:
+                    self._expire()
+        finally:
+            for req in reqs:
+                req.Cancel()
+
+    def _expire(self) -> None:
+        """Find who is missing, say so, abort."""
+        me, seq, name = self.comm.rank, self.seq, self.name
+        dead, late = self.survey(seq)
+        parts = []
+        if dead:
+            parts.append(f"rank(s) {dead} did not answer (died or hung)")
+        if late:
+            parts.append(f"rank(s) {late} never arrived at this collective")
+        why = "; ".join(parts) or "every rank is inside it (a deadlock or a stalled network)"
+        print(
+            f"scalerepro: error: {name} (collective #{seq}) did not finish within comm.timeout_s="
+            f"{self.timeout_s:g} s on rank {me}: {why}. Aborting the job.",
+            file=sys.stderr, flush=True,
+        )
+        MPI.COMM_WORLD.Abort(3)
+
+    def survey(self, seq: int, wait_s: float = 2.0) -> tuple[list[int], list[int]]:
+        """(ranks that do not answer, ranks behind collective #seq), asking each peer once."""
+        peers = [r for r in range(self.comm.size) if r != self.comm.rank]
+        replies = {r: bytearray(64) for r in peers}
+        recvs = {r: self.comm.irecv(replies[r], source=r, tag=REPLY) for r in peers}
+        sends = [self.comm.Isend(bytearray(8), dest=r, tag=QUERY) for r in peers]
+        answers: dict[int, int] = {}
+        deadline = time.monotonic() + wait_s
+        while len(answers) < len(peers) and time.monotonic() < deadline:
+            for r, req in recvs.items():
+                if r not in answers:
+                    done, value = req.test()
+                    if done:
+                        answers[r] = value
+            time.sleep(0.01)
+        del sends
+        dead = [r for r in peers if r not in answers]
+        late = [r for r, s in sorted(answers.items()) if s < seq]
+        return dead, late
+
+    def close(self) -> None:
+        """Stop the thread and free the duplicate communicator."""
+        self._stop.set()
+        self._thread.join(timeout=5)
+        if not self._thread.is_alive():
+            self.comm.Free()
+
+
+class Context:
+    """A communicator with its algorithm parameters, sub-communicator cache and watchdog."""
+
+    def __init__(self, comm: MPI.Intracomm | None = None, params: CommParams | None = None) -> None:
+        """Wrap ``comm`` (default COMM_WORLD)."""
+        self.comm = comm if comm is not None else MPI.COMM_WORLD
+        self.params = params or CommParams()
+        self._subs: dict[Any, MPI.Intracomm] = {}
+        self._watchdog: Watchdog | None = None
+        self._extra: dict[str, Any] = {}
+
+    @property
+    def size(self) -> int:
+        """Number of ranks."""
+        return self.comm.size
+
+    @property
+    def rank(self) -> int:
+        """This rank."""
+        return self.comm.rank
+
+    def watchdog(self) -> Watchdog | None:
+        """The watchdog (started on first use); None on a single rank, where nothing can hang."""
+        if self._watchdog is None and self.comm.size > 1:
+            self._watchdog = Watchdog(self.comm, self.params.timeout_s)
+        return self._watchdog
+
+    def split(self, key: Any, color: int, order: int) -> MPI.Intracomm:
+        """Sub-communicator (cached under ``key``) of the ranks with the same ``color``, ranked by ``order``."""
+        if key not in self._subs:
+            self._subs[key] = self.comm.Split(color, order)
+        return self._subs[key]
+
+    def node(self) -> MPI.Intracomm:
+        """The ranks on this node (shared-memory split), cached."""
+        if "node" not in self._subs:
+            self._subs["node"] = self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.comm.rank)
+        return self._subs["node"]
+
+    def scratch(self, dtype: Any, count: int) -> Any:
+        """A reusable scratch array of at least ``count`` elements of ``dtype`` (grown on demand)."""
+        import numpy as np
+
+        key = ("scratch", np.dtype(dtype).str)
+        buf = self._extra.get(key)
+        if buf is None or buf.size < count:
+            buf = self._extra[key] = np.empty(max(count, 1), dtype=dtype)
+        return buf
+
+    def cached(self, key: Any, make: Any) -> Any:
+        """A per-context object (e.g. a torch process group), made once."""
+        if key not in self._extra:
+            self._extra[key] = make()
+        return self._extra[key]
+
+    def close(self) -> None:
+        """Free sub-communicators, torch process groups and the watchdog."""
+        group = self._extra.pop("gloo-group", None)
+        if group is not None:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+        for sub in self._subs.values():
+            sub.Free()
+        self._subs.clear()
+        if self._watchdog is not None:
+            self._watchdog.close()
+            self._watchdog = None
+
+    def __enter__(self) -> "Context":
+        """Use as ``with Context(...) as ctx``."""
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        """Close on exit."""
+        self.close()

@@ -30,5 +30,6 @@ include: "workflow/rules/report.smk"
 rule all:
     input:
         "results/metrics.json",
+        "results/analysis/costmodel.json",
         PLOTS,
     default_target: True

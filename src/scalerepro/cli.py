@@ -12,6 +12,7 @@ from typing import Any, Callable
 import yaml
 
 from scalerepro import __version__
+from scalerepro.comm.costmodel import RESNET50_GRADIENT_BYTES
 from scalerepro.errors import UserError
 
 CONFIG_HELP = "YAML config file (e.g. config/config.yaml); keys missing there take the schema's defaults"
@@ -161,9 +162,14 @@ def cmd_bench(args: argparse.Namespace) -> None:
     """All-reduce sweep with correctness check; JSON for analysis, a table for people."""
     import os
     import platform
+    import statistics
+
+    import numpy as np
 
     from scalerepro.comm.context import Context
-    from scalerepro.comm.harness import HEADER, SweepSpec, sweep, total_wrong
+    from scalerepro.comm.harness import (
+        DTYPES, HEADER, SweepSpec, compare, format_comparison, reduction_cost, sweep, total_wrong,
+    )
     from scalerepro.comm.registry import get
     from scalerepro.io import write_json_atomic
     from scalerepro.mpi import hosts, library_version, on_root, world
@@ -174,23 +180,71 @@ def cmd_bench(args: argparse.Namespace) -> None:
     algos = tuple(args.algos.split(",")) if args.algos else b.algorithms
     for a in algos:
         get(a)
+    peers = [p for p in (args.compare or "").split(",") if p]
+    for peer in peers:
+        if peer not in algos:
+            raise UserError(f"--compare {peer}: not among the benchmarked algorithms {list(algos)}; add it to --algos")
     spec = SweepSpec(algos, b.min_bytes, b.max_bytes, b.dtype, b.warmup, b.iters, b.check)
-    params = cfg.comm.params()
     comm = world()
     on_root(comm, lambda: print(f"# world size {comm.size}, {library_version()}\n{HEADER}", file=sys.stderr))
-    with Context(comm, params) as ctx:
+    with Context(comm, cfg.comm.params()) as ctx:
         rows = sweep(ctx, spec)
+    gamma = statistics.median(comm.allgather(reduction_cost(np.dtype(DTYPES[b.dtype]))))
     record = {
         "argv": argv(), "world_size": comm.size, "hosts": hosts(comm), "mpi_library": library_version(),
         "versions": versions(), "platform": platform.platform(), "spec": spec.__dict__ | {"algorithms": list(algos)},
-        "params": cfg.to_dict()["comm"],
+        "params": cfg.to_dict()["comm"], "reduction_s_per_byte": gamma,
         "env": {k: v for k, v in os.environ.items() if k.startswith(("OMP_", "MPIR_", "MPICH_", "SLURM_"))},
-        "rows": rows,
+        "rows": rows, "comparisons": [c for peer in peers for c in compare(rows, peer)],
     }
     on_root(comm, lambda: write_json_atomic(args.out, record))
+    for peer in peers:
+        table = format_comparison(compare(rows, peer))
+        on_root(comm, lambda: print(f"# ratios against {peer} (same run)\n{table}", file=sys.stderr))
     wrong = total_wrong(rows)
     if wrong:
         raise UserError(f"{wrong} wrong elements in the all-reduce results (see #wrong in {args.out})")
+
+
+def cmd_cost_model(args: argparse.Namespace) -> None:
+    """Fit alpha/beta/gamma per algorithm from bench JSONs; print residuals; project ResNet-50 gradients."""
+    import statistics
+
+    from scalerepro.comm.costmodel import Topology, fit, projection
+    from scalerepro.io import write_json_atomic
+
+    records = [json.loads(Path(p).read_text()) for pattern in args.bench for p in sorted(glob.glob(pattern))]
+    if not records:
+        raise UserError(f"no bench JSON matches {args.bench}; run `scalerepro bench` first")
+    rows = [r | {"world_size": rec["world_size"]} for rec in records for r in rec["rows"]]
+    gammas = [rec["reduction_s_per_byte"] for rec in records if rec.get("reduction_s_per_byte")]
+    if not gammas:
+        raise UserError("the bench JSONs carry no reduction_s_per_byte (gamma); re-run `scalerepro bench`")
+    gamma = statistics.median(gammas)
+    algos = args.algos.split(",") if args.algos else sorted({r["algorithm"] for r in rows})
+    fits = [fit(a, rows, gamma) for a in algos]
+    topos = [Topology("fattree", args.ranks_per_node, args.link_gbps, args.latency_us, args.rails, args.intra_gbps,
+                      args.intra_latency_us),
+             Topology("torus2d", 1, args.torus_link_gbps, args.torus_latency_us)]
+    ranks = [int(x) for x in args.ranks.split(",")]
+    proj = projection(fits, topos, ranks, args.bytes, args.colors)
+    print(f"{'algorithm':>15} {'alpha(us)':>10} {'beta(GB/s)':>11} {'gamma(GB/s)':>12} {'points':>7} "
+          f"{'median|res|':>11} {'max|res|':>9}", file=sys.stderr)
+    for f in fits:
+        bw = 1 / f.beta_s_per_byte / 1e9 if f.beta_s_per_byte else float("inf")
+        print(f"{f.algorithm:>15} {f.alpha_s * 1e6:>10.2f} {bw:>11.2f} {1 / f.gamma_s_per_byte / 1e9:>12.2f} "
+              f"{f.points:>7} {f.median_rel_residual:>10.1%} {f.max_rel_residual:>9.1%}", file=sys.stderr)
+    print(f"\n# projected ms per all-reduce of {args.bytes / 1e6:.1f} MB (ResNet-50 gradients, float32)", file=sys.stderr)
+    print(f"{'algorithm':>15} {'topology':>9} " + " ".join(f"{p:>9}" for p in ranks), file=sys.stderr)
+    for f in fits:
+        for t in topos:
+            ms = [r["ms"] for r in proj if r["algorithm"] == f.algorithm and r["topology"] == t.kind]
+            print(f"{f.algorithm:>15} {t.kind:>9} " + " ".join(f"{m:>9.2f}" for m in ms), file=sys.stderr)
+    write_json_atomic(args.out, {
+        "gamma_s_per_byte": gamma, "fits": [f.__dict__ for f in fits], "projection": proj,
+        "topologies": [t.__dict__ for t in topos], "bytes": args.bytes, "colors": args.colors,
+        "sources": sorted({p for pattern in args.bench for p in glob.glob(pattern)}),
+    })
 
 
 def cmd_collect(args: argparse.Namespace) -> None:
@@ -264,8 +318,30 @@ def parser() -> argparse.ArgumentParser:
                        description="Sizes by doubling; t = max over ranks of the mean; busbw = algbw*2(p-1)/p; checked.")
     _add_config_flags(s)
     s.add_argument("--algos", help="comma-separated algorithms (default: bench.algorithms)")
+    s.add_argument("--compare", metavar="PEERS", help="comma-separated peers (e.g. native,gloo): print and record "
+                   "every other algorithm's busbw and time as ratios to each, from this same run")
     s.add_argument("--out", required=True, metavar="FILE", help="JSON result file")
     s.set_defaults(fn=cmd_bench)
+
+    s = sub.add_parser("cost-model", help="fit alpha/beta/gamma per algorithm from bench JSONs; project to large scales",
+                       description="Least squares on relative error; prints residuals; projects one all-reduce of "
+                                   "ResNet-50's gradients onto a fat tree and a 2-D torus.")
+    s.add_argument("--bench", nargs="+", required=True, metavar="GLOB", help="bench JSON files (globs allowed)")
+    s.add_argument("--algos", help="comma-separated algorithms to fit (default: all in the files)")
+    s.add_argument("--out", required=True, metavar="FILE", help="JSON with fits, residuals and projection")
+    s.add_argument("--ranks", default="64,256,1024", help="rank counts to project to (default 64,256,1024)")
+    s.add_argument("--bytes", type=float, default=RESNET50_GRADIENT_BYTES, help="bytes per all-reduce (default: ResNet-50, 102 MB)")
+    s.add_argument("--colors", type=int, default=2, help="multicolor colors in the projection (default 2)")
+    s.add_argument("--ranks-per-node", type=int, default=8, help="fat tree: ranks (GPUs) per node (default 8)")
+    s.add_argument("--link-gbps", type=float, default=12.5, help="fat tree: inter-node GB/s per rail (default 12.5, EDR)")
+    s.add_argument("--latency-us", type=float, default=2.0, help="fat tree: inter-node latency in us (default 2)")
+    s.add_argument("--rails", type=int, default=1, help="fat tree: network rails per node (default 1)")
+    s.add_argument("--intra-gbps", type=float, help="fat tree: GB/s between ranks of a node, e.g. 50 for NVLink "
+                   "(default: the measured machine's fitted beta)")
+    s.add_argument("--intra-latency-us", type=float, help="fat tree: latency inside a node in us (default: fitted alpha)")
+    s.add_argument("--torus-link-gbps", type=float, default=70.0, help="2-D torus: GB/s per link (default 70)")
+    s.add_argument("--torus-latency-us", type=float, default=1.0, help="2-D torus: latency per hop in us (default 1)")
+    s.set_defaults(fn=cmd_cost_model)
 
     s = sub.add_parser("collect", help="logs -> tidy tables (runs, evals, steps, bench)")
     s.add_argument("--runs", nargs="*", default=[], metavar="GLOB", help="run.json files (globs allowed)")

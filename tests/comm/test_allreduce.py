@@ -151,7 +151,7 @@ def test_bench_cli_writes_checked_json(run_mpi, tmp_path):
                        "--out", str(out)])
     record = json.loads(out.read_text())
     assert record["world_size"] == 3 and len(record["hosts"]) == 3 and "MPICH" in record["mpi_library"]
-    assert record["params"] == {"timeout_s": 300, "colors": 2, "chunk_bytes": 1048576, "grid": []}
+    assert record["params"] == {"timeout_s": 300, "colors": 2, "chunk_bytes": 4194304, "grid": []}
     assert {r["algorithm"] for r in record["rows"]} == {"native", "ring"}
     assert [r["bytes"] for r in record["rows"] if r["algorithm"] == "ring"] == sizes(8, 4096)
     assert all(r["wrong"] == 0 and r["time_us"] > 0 for r in record["rows"])

@@ -55,8 +55,8 @@ def test_dry_run_default_plans_every_stage(tmp_path):
     proc = snakemake(workflow_copy(tmp_path), "-n", "--cores", "2")
     assert proc.returncode == 0, proc.stderr
     counts = job_counts(proc.stdout)
-    assert counts == {"make_dataset": 1, "shard": 2, "train": 4, "bench": 1, "collect": 1, "analyze": 1, "plot": 1,
-                      "all": 1, "total": 12}
+    assert counts == {"make_dataset": 1, "shard": 2, "train": 4, "bench": 1, "cost_model": 1, "collect": 1,
+                      "analyze": 1, "plot": 1, "all": 1, "total": 13}
 
 
 def test_dry_run_cluster_config_with_slurm_profile(tmp_path):
@@ -111,7 +111,11 @@ def test_laptop_run_end_to_end(tmp_path):
     metrics = json.loads((wf / "results/metrics.json").read_text())
     assert set(metrics["runs"]) == {"ring-n1", "ring-n2"}
     assert metrics["runs"]["ring-n2"]["images_per_s"] > 0 and metrics["summary"]["bench_wrong"] == 0
-    assert set(metrics["bench_peak_busbw_GBps"]) == {"native-n2", "ring-n2"}
+    assert set(metrics["bench_peak_busbw_GBps"]) == {f"{a}-n2" for a in ("native", "gloo", "ring", "multicolor", "rabenseifner")}
+    bench = json.loads((wf / "results/bench/n2.json").read_text())
+    assert {c["peer"] for c in bench["comparisons"]} == {"native", "gloo"}
+    costmodel = json.loads((wf / "results/analysis/costmodel.json").read_text())
+    assert {f["algorithm"] for f in costmodel["fits"]} == {"native", "gloo", "ring", "multicolor", "rabenseifner"}
     for fig in ("scaling", "time_to_accuracy", "allreduce_busbw", "step_breakdown"):
         assert (wf / f"results/plots/{fig}.png").stat().st_size > 10_000
     for log in ("make_dataset.log", "shard_train.log", "train/ring-n2.log", "bench/n2.log", "plot.log"):

@@ -7,6 +7,7 @@ rule bench:
         "results/bench/n{ranks}.json",
     params:
         cfg=sections("bench", "comm"),
+        compare=",".join(a for a in ("native", "gloo") if a in CFG.bench.algorithms),
     log:
         "results/logs/bench/n{ranks}.log",
     conda:
@@ -18,4 +19,17 @@ rule bench:
         measure=1,
     shell:
         "{resources.mpi} -n {resources.tasks} scalerepro bench --config-json {params.cfg:q}"
-        " --out {output} > {log} 2>&1"
+        " --compare {params.compare:q} --out {output} > {log} 2>&1"
+
+
+rule cost_model:
+    input:
+        BENCH_RUNS,
+    output:
+        "results/analysis/costmodel.json",
+    log:
+        "results/logs/cost_model.log",
+    conda:
+        "../envs/scalerepro.yaml"
+    shell:
+        "scalerepro cost-model --bench {input} --out {output} > {log} 2>&1"

@@ -32,7 +32,7 @@ class CommParams:
 
     timeout_s: float = 300.0
     colors: int = 2
-    chunk_bytes: int = 1 << 20
+    chunk_bytes: int = 4 << 20
     grid: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
@@ -45,26 +45,6 @@ class CommParams:
             raise UserError(f"comm.chunk_bytes={self.chunk_bytes}: must be >= 4")
         if any(d < 1 for d in self.grid):
             raise UserError(f"comm.grid={list(self.grid)}: every dimension must be >= 1")
-
-
-def factorizations(p: int, dims: int) -> list[tuple[int, ...]]:
-    """Every ordered way to write p as a product of ``dims`` factors >= 1."""
-    if dims == 1:
-        return [(p,)]
-    return [(d, *rest) for d in range(1, p + 1) if p % d == 0 for rest in factorizations(p // d, dims - 1)]
-
-
-def check_grid(grid: tuple[int, ...], p: int, algo: str) -> tuple[int, ...]:
-    """``grid`` if its product is p; otherwise a UserError listing the shapes that fit."""
-    if math.prod(grid) == p:
-        return grid
-    fits = [list(f) for f in factorizations(p, len(grid)) if all(d > 1 for d in f) or p == 1] or [
-        list(f) for f in factorizations(p, len(grid))
-    ]
-    raise UserError(
-        f"{algo}: grid {list(grid)} has {math.prod(grid)} ranks but the job has {p}; "
-        f"set comm.grid to one of {fits[:12]}"
-    )
 
 
 class Watchdog:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 
-from scalerepro.comm.context import Context, check_grid, factorizations
+from scalerepro.comm.context import Context
+from scalerepro.comm.shapes import check_grid, squarest
 from scalerepro.comm.rings import Ring
 from scalerepro.errors import UserError
 
@@ -42,11 +43,6 @@ def node_layout(ctx: Context) -> tuple[int, int]:
             "launch with a block layout (e.g. srun --distribution=block) or set comm.grid explicitly"
         )
     return g, ctx.size // g
-
-
-def squarest(p: int) -> tuple[int, int]:
-    """The 2-D shape X x Y = p with X >= Y closest to square."""
-    return max((f for f in factorizations(p, 2) if f[0] >= f[1]), key=lambda f: f[1])
 
 
 def grid_for(ctx: Context, algo: str, dims: int | None, default: tuple[int, ...]) -> tuple[int, ...]:

@@ -99,6 +99,18 @@ def measure(ctx: Context, algo: str, nbytes: int, spec: SweepSpec) -> dict[str, 
     }
 
 
+def reduction_cost(dtype: np.dtype, nbytes: int = 8 << 20, repeats: int = 5) -> float:
+    """gamma: seconds per byte of the in-place add the algorithms use, median over repeats (this rank)."""
+    a = np.ones(nbytes // dtype.itemsize, dtype=dtype)
+    b = np.ones_like(a)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        a += b
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) / a.nbytes
+
+
 def sweep(ctx: Context, spec: SweepSpec, progress: bool = True) -> list[dict[str, Any]]:
     """Every algorithm x size; rank 0 prints an nccl-tests style table to stderr as it goes."""
     rows = []
@@ -126,3 +138,29 @@ def format_row(row: dict[str, Any]) -> str:
 def total_wrong(rows: Iterable[dict[str, Any]]) -> int:
     """Sum of #wrong over rows (unchecked rows count 0)."""
     return sum(r["wrong"] or 0 for r in rows)
+
+
+def compare(rows: list[dict[str, Any]], peer: str) -> list[dict[str, Any]]:
+    """Per algorithm and size: busbw and time as ratios to ``peer`` measured in the same sweep."""
+    ref = {r["bytes"]: r for r in rows if r["algorithm"] == peer}
+    out = []
+    for r in rows:
+        base = ref.get(r["bytes"])
+        if r["algorithm"] == peer or base is None:
+            continue
+        out.append({
+            "algorithm": r["algorithm"], "peer": peer, "bytes": r["bytes"],
+            "busbw_ratio": r["busbw_GBps"] / base["busbw_GBps"] if base["busbw_GBps"] else None,
+            "time_ratio": r["time_us"] / base["time_us"] if base["time_us"] else None,
+        })
+    return out
+
+
+def format_comparison(rows: list[dict[str, Any]]) -> str:
+    """The ratio table for people: busbw / peer's (higher is better), time / peer's (lower is better)."""
+    lines = [f"{'algorithm':>12} {'vs':>8} {'size(B)':>11} {'busbw ratio':>12} {'time ratio':>11}"]
+    for r in rows:
+        bw = "N/A" if r["busbw_ratio"] is None else f"{r['busbw_ratio']:.2f}x"
+        tr = "N/A" if r["time_ratio"] is None else f"{r['time_ratio']:.2f}x"
+        lines.append(f"{r['algorithm']:>12} {r['peer']:>8} {r['bytes']:>11} {bw:>12} {tr:>11}")
+    return "\n".join(lines)

@@ -14,7 +14,8 @@ import math
 import numpy as np
 
 from scalerepro.comm.context import Context
-from scalerepro.comm.grid import grid_for, rings, squarest
+from scalerepro.comm.grid import grid_for, rings
+from scalerepro.comm.shapes import squarest
 from scalerepro.comm.registry import register
 from scalerepro.comm.rings import RingMachine, drive, slices
 

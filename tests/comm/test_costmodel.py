@@ -1,0 +1,69 @@
+"""Cost model: recovers known parameters, projects sensibly, CLI end to end."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scalerepro.comm.costmodel import TERMS, Topology, fit, project_time, projection
+from scalerepro.errors import UserError
+
+
+def synthetic_rows(algo, alpha, beta, gamma):
+    rows = []
+    for p in (2, 3, 4, 8):
+        for n in (8, 1024, 65536, 1 << 20, 1 << 24):
+            a, b, g = TERMS[algo](n, p)
+            rows.append({"algorithm": algo, "world_size": p, "bytes": n, "time_us": (a * alpha + b * beta + g * gamma) * 1e6})
+    return rows
+
+
+@pytest.mark.parametrize("algo", ["ring", "rabenseifner", "torus2d", "native"])
+def test_fit_recovers_known_parameters(algo):
+    f = fit(algo, synthetic_rows(algo, 5e-6, 1e-9, 3e-10), 3e-10)
+    assert f.alpha_s == pytest.approx(5e-6, rel=1e-6) and f.beta_s_per_byte == pytest.approx(1e-9, rel=1e-6)
+    assert f.max_rel_residual < 1e-6 and f.points == 20
+
+
+def test_fit_needs_points_and_known_algorithm():
+    with pytest.raises(UserError, match="at least 2 benchmark points"):
+        fit("ring", [], 1e-10)
+    with pytest.raises(UserError, match="no cost model"):
+        fit("carrier-pigeon", [], 1e-10)
+
+
+def test_projection_where_colors_and_topology_pay():
+    ring = fit("ring", synthetic_rows("ring", 5e-6, 1e-9, 3e-10), 3e-10)
+    color = fit("multicolor", synthetic_rows("multicolor", 5e-6, 1e-9, 3e-10), 3e-10)
+    one, two = Topology("fattree", rails=1), Topology("fattree", rails=2)
+    n = 102e6
+    assert project_time(color, one, n, 256) == pytest.approx(project_time(ring, one, n, 256))
+    assert project_time(color, two, n, 256, colors=2) < project_time(ring, two, n, 256)
+    rows = projection([ring], [one, Topology("torus2d")], [64, 256, 1024], n, 2)
+    assert len(rows) == 6 and all(r["source"] == "projected" and r["ms"] > 0 for r in rows)
+    assert [r["ms"] for r in rows if r["topology"] == "fattree"] == sorted(r["ms"] for r in rows if r["topology"] == "fattree")
+
+
+def test_bad_topology_is_named():
+    with pytest.raises(UserError, match="fattree or torus2d"):
+        Topology("dragonfly")
+
+
+def test_cli_fits_and_projects(tmp_path):
+    bench = {"world_size": 2, "hosts": ["h", "h"], "reduction_s_per_byte": 3e-10,
+             "rows": [r for r in synthetic_rows("ring", 5e-6, 1e-9, 3e-10) if r["world_size"] == 2]}
+    (tmp_path / "n2.json").write_text(json.dumps(bench))
+    bench4 = dict(bench, world_size=4, rows=[r for r in synthetic_rows("ring", 5e-6, 1e-9, 3e-10) if r["world_size"] == 4])
+    (tmp_path / "n4.json").write_text(json.dumps(bench4))
+    out = tmp_path / "cm.json"
+    proc = subprocess.run([sys.executable, "-m", "scalerepro.cli", "cost-model", "--bench", str(tmp_path / "n*.json"),
+                           "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "median|res|" in proc.stderr and "projected ms per all-reduce of 102.2 MB" in proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["fits"][0]["alpha_s"] == pytest.approx(5e-6, rel=1e-6)
+    assert {r["ranks"] for r in doc["projection"]} == {64, 256, 1024}

@@ -23,7 +23,7 @@ import numpy as np
 from scalerepro.comm.context import Context
 from scalerepro.comm.registry import register
 from scalerepro.comm.ring import ring_allreduce
-from scalerepro.comm.rings import Ring, RingMachine, drive, slices
+from scalerepro.comm.rings import Ring, pipeline, slices
 
 MIN_COLOR_BYTES = 64 * 1024  # below this per color, extra colors cost more latency than they win
 TAG = 9200
@@ -57,10 +57,5 @@ def multicolor_allreduce(buf: np.ndarray, ctx: Context) -> None:
     if colors == chunks == 1:  # one color, one chunk: exactly the ring, with the least overhead
         ring_allreduce(buf, ctx)
         return
-    rings = [Ring(ctx.comm, order) for order in orders(p, colors)]
-    machines = [
-        RingMachine(piece, [rings[c]], TAG + c * chunks + j)
-        for c, part in enumerate(slices(buf, colors))
-        for j, piece in enumerate(slices(part, chunks))
-    ]
-    drive(machines)
+    parts = [(part, [Ring(ctx.comm, order)]) for part, order in zip(slices(buf, colors), orders(p, colors))]
+    pipeline(parts, ctx.params.chunk_bytes, TAG)

@@ -10,14 +10,12 @@ back in reverse. Steps: 2 sum(d_k - 1); bytes in dimension k:
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from scalerepro.comm.context import Context
 from scalerepro.comm.grid import grid_for, node_layout, rings
 from scalerepro.comm.registry import register
-from scalerepro.comm.rings import RingMachine, drive, slices
+from scalerepro.comm.rings import pipeline
 
 TAG = 9300
 
@@ -34,6 +32,4 @@ def multiring_allreduce(buf: np.ndarray, ctx: Context) -> None:
     if ctx.size == 1 or buf.size == 0:
         return
     dims = grid_for(ctx, "multiring", None, ctx.cached("multiring-grid", lambda: default_grid(ctx)))
-    path = rings(ctx, dims, list(range(len(dims))))
-    chunks = max(1, math.ceil(buf.nbytes / ctx.params.chunk_bytes))
-    drive([RingMachine(piece, path, TAG + j) for j, piece in enumerate(slices(buf, chunks))])
+    pipeline([(buf, rings(ctx, dims, list(range(len(dims)))))], ctx.params.chunk_bytes, TAG)

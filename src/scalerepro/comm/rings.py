@@ -149,6 +149,15 @@ def drive(machines: list[RingMachine]) -> None:
     MPI.Request.Waitall([r for m in machines for r in m.sends])
 
 
+def pipeline(parts: list[tuple[np.ndarray, list[Ring]]], chunk_bytes: int, tag: int) -> None:
+    """All-reduce each (view, rings) part, cut into chunks of at most ``chunk_bytes``, all concurrently."""
+    machines = []
+    for view, path in parts:
+        chunks = max(1, -(-view.nbytes // chunk_bytes))
+        machines += [RingMachine(piece, path, tag + len(machines) + j) for j, piece in enumerate(slices(view, chunks))]
+    drive(machines)
+
+
 def slices(buf: np.ndarray, parts: int) -> list[np.ndarray]:
     """``buf`` cut into ``parts`` contiguous near-equal views."""
     b = chunk_bounds(buf.size, parts)

@@ -12,15 +12,13 @@ stage. About 2(X+Y-2) alpha + 2n(p-1)/p beta. Pipelined in chunks of
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from scalerepro.comm.context import Context
 from scalerepro.comm.grid import grid_for, rings
 from scalerepro.comm.shapes import squarest
 from scalerepro.comm.registry import register
-from scalerepro.comm.rings import RingMachine, drive, slices
+from scalerepro.comm.rings import pipeline, slices
 
 TAG = 9400
 
@@ -32,9 +30,6 @@ def torus2d_allreduce(buf: np.ndarray, ctx: Context) -> None:
         return
     dims = grid_for(ctx, "torus2d", 2, squarest(ctx.size))
     half_a, half_b = slices(buf, 2)
-    path_a = rings(ctx, dims, [1, 0])
-    path_b = rings(ctx, dims, [0, 1], reverse=True)
-    chunks = max(1, math.ceil(half_a.nbytes / ctx.params.chunk_bytes))
-    machines = [RingMachine(piece, path_a, TAG + 2 * j) for j, piece in enumerate(slices(half_a, chunks))]
-    machines += [RingMachine(piece, path_b, TAG + 2 * j + 1) for j, piece in enumerate(slices(half_b, chunks))]
-    drive(machines)
+    path_a = rings(ctx, dims, [1, 0])  # A: along Y, then X
+    path_b = rings(ctx, dims, [0, 1], reverse=True)  # B: along X, then Y, the other way round
+    pipeline([(half_a, path_a), (half_b, path_b)], ctx.params.chunk_bytes, TAG)

@@ -9,15 +9,13 @@ whole is 2(X+Y-2) alpha + 2n(p-1)/p beta. Pipelined in chunks of
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from scalerepro.comm.context import Context
 from scalerepro.comm.grid import grid_for, rings
 from scalerepro.comm.shapes import squarest
 from scalerepro.comm.registry import register
-from scalerepro.comm.rings import RingMachine, drive, slices
+from scalerepro.comm.rings import pipeline
 
 TAG = 9500
 
@@ -28,6 +26,4 @@ def torus2d_3phase_allreduce(buf: np.ndarray, ctx: Context) -> None:
     if ctx.size == 1 or buf.size == 0:
         return
     dims = grid_for(ctx, "torus2d-3phase", 2, squarest(ctx.size))
-    path = rings(ctx, dims, [0, 1])
-    chunks = max(1, math.ceil(buf.nbytes / ctx.params.chunk_bytes))
-    drive([RingMachine(piece, path, TAG + j) for j, piece in enumerate(slices(buf, chunks))])
+    pipeline([(buf, rings(ctx, dims, [0, 1]))], ctx.params.chunk_bytes, TAG)

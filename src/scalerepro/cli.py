@@ -45,6 +45,11 @@ def _parse_set(items: list[str]) -> str | None:
     return json.dumps(out)
 
 
+def _expand(patterns: list[str]) -> list[Path]:
+    """The files matching any of the glob ``patterns``, sorted, each once."""
+    return sorted({Path(p) for pattern in patterns for p in glob.glob(pattern)})
+
+
 def _config(args: argparse.Namespace) -> Any:
     """The validated, frozen Config from --config, --config-json and --set (later wins)."""
     from scalerepro.config import load
@@ -190,16 +195,17 @@ def cmd_bench(args: argparse.Namespace) -> None:
     with Context(comm, cfg.comm.params()) as ctx:
         rows = sweep(ctx, spec)
     gamma = statistics.median(comm.allgather(reduction_cost(np.dtype(DTYPES[b.dtype]))))
+    ratios = {peer: compare(rows, peer) for peer in peers}
     record = {
         "argv": argv(), "world_size": comm.size, "hosts": hosts(comm), "mpi_library": library_version(),
         "versions": versions(), "platform": platform.platform(), "spec": spec.__dict__ | {"algorithms": list(algos)},
         "params": cfg.to_dict()["comm"], "reduction_s_per_byte": gamma,
         "env": {k: v for k, v in os.environ.items() if k.startswith(("OMP_", "MPIR_", "MPICH_", "SLURM_"))},
-        "rows": rows, "comparisons": [c for peer in peers for c in compare(rows, peer)],
+        "rows": rows, "comparisons": [c for peer in peers for c in ratios[peer]],
     }
     on_root(comm, lambda: write_json_atomic(args.out, record))
     for peer in peers:
-        table = format_comparison(compare(rows, peer))
+        table = format_comparison(ratios[peer])
         on_root(comm, lambda: print(f"# ratios against {peer} (same run)\n{table}", file=sys.stderr))
     wrong = total_wrong(rows)
     if wrong:
@@ -210,13 +216,15 @@ def cmd_cost_model(args: argparse.Namespace) -> None:
     """Fit alpha/beta/gamma per algorithm from bench JSONs; print residuals; project ResNet-50 gradients."""
     import statistics
 
+    from scalerepro.analysis.collect import bench_rows, load_json
     from scalerepro.comm.costmodel import Topology, fit, projection
     from scalerepro.io import write_json_atomic
 
-    records = [json.loads(Path(p).read_text()) for pattern in args.bench for p in sorted(glob.glob(pattern))]
-    if not records:
+    paths = _expand(args.bench)
+    if not paths:
         raise UserError(f"no bench JSON matches {args.bench}; run `scalerepro bench` first")
-    rows = [r | {"world_size": rec["world_size"]} for rec in records for r in rec["rows"]]
+    records = [load_json(p) for p in paths]
+    rows = [row for rec in records for row in bench_rows(rec)]
     gammas = [rec["reduction_s_per_byte"] for rec in records if rec.get("reduction_s_per_byte")]
     if not gammas:
         raise UserError("the bench JSONs carry no reduction_s_per_byte (gamma); re-run `scalerepro bench`")
@@ -243,7 +251,7 @@ def cmd_cost_model(args: argparse.Namespace) -> None:
     write_json_atomic(args.out, {
         "gamma_s_per_byte": gamma, "fits": [f.__dict__ for f in fits], "projection": proj,
         "topologies": [t.__dict__ for t in topos], "bytes": args.bytes, "colors": args.colors,
-        "sources": sorted({p for pattern in args.bench for p in glob.glob(pattern)}),
+        "sources": [str(p) for p in paths],
     })
 
 
@@ -251,9 +259,7 @@ def cmd_collect(args: argparse.Namespace) -> None:
     """Logs -> tidy CSV tables."""
     from scalerepro.analysis.collect import collect
 
-    runs = sorted(Path(p) for pattern in args.runs for p in glob.glob(pattern))
-    benches = sorted(Path(p) for pattern in args.bench for p in glob.glob(pattern))
-    tables = collect(runs, benches, Path(args.out))
+    tables = collect(_expand(args.runs), _expand(args.bench), Path(args.out))
     for name, frame in tables.items():
         print(f"{name}: {len(frame)} rows", file=sys.stderr)
 

@@ -24,7 +24,7 @@ def run_id(record: dict[str, Any]) -> str:
     return f"{record['algorithm']}-n{record['world_size']}"
 
 
-def _load_json(path: Path) -> dict[str, Any]:
+def load_json(path: Path) -> dict[str, Any]:
     """A JSON file, with an error naming it."""
     try:
         return json.loads(Path(path).read_text())
@@ -34,7 +34,7 @@ def _load_json(path: Path) -> dict[str, Any]:
 
 def run_tables(run_json: Path) -> dict[str, list[dict[str, Any]]]:
     """Rows of every table for one training run."""
-    record = _load_json(run_json)
+    record = load_json(run_json)
     events = read_events(Path(run_json).parent / "events.jsonl")
     rid = run_id(record)
     keys = {"run": rid, "algorithm": record["algorithm"], "world_size": record["world_size"]}
@@ -64,9 +64,8 @@ def run_tables(run_json: Path) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def bench_rows(path: Path) -> list[dict[str, Any]]:
-    """One row per benchmark point."""
-    record = _load_json(path)
+def bench_rows(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per benchmark point of a bench JSON record."""
     return [row | {"world_size": record["world_size"], "hosts": len(set(record["hosts"]))} for row in record["rows"]]
 
 
@@ -77,7 +76,7 @@ def collect(runs: list[Path], benches: list[Path], out: Path) -> dict[str, pd.Da
         for name, part in run_tables(path).items():
             rows[name].extend(part)
     for path in benches:
-        rows["bench"].extend(bench_rows(path))
+        rows["bench"].extend(bench_rows(load_json(path)))
     frames = {name: pd.DataFrame(r) for name, r in rows.items()}
     out.mkdir(parents=True, exist_ok=True)
     for name, frame in frames.items():

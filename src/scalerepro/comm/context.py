@@ -19,9 +19,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from mpi4py import MPI
 
 from scalerepro.errors import UserError
+from scalerepro.mpi import node_comm
 
 QUERY, REPLY = 7001, 7002
 
@@ -175,13 +177,11 @@ class Context:
     def node(self) -> MPI.Intracomm:
         """The ranks on this node (shared-memory split), cached."""
         if "node" not in self._subs:
-            self._subs["node"] = self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.comm.rank)
+            self._subs["node"] = node_comm(self.comm)
         return self._subs["node"]
 
     def scratch(self, dtype: Any, count: int) -> Any:
         """A reusable scratch array of at least ``count`` elements of ``dtype`` (grown on demand)."""
-        import numpy as np
-
         key = ("scratch", np.dtype(dtype).str)
         buf = self._extra.get(key)
         if buf is None or buf.size < count:

@@ -18,7 +18,7 @@ import numpy as np
 from mpi4py import MPI
 
 from scalerepro.comm.context import Context
-from scalerepro.comm.registry import allreduce, get
+from scalerepro.comm.registry import allreduce
 
 DTYPES = {"float32": np.float32, "float64": np.float64}
 
@@ -65,7 +65,6 @@ def bus_factor(world: int) -> float:
 def measure(ctx: Context, algo: str, nbytes: int, spec: SweepSpec) -> dict[str, Any]:
     """One row: time statistics, bandwidths and the number of wrong elements."""
     comm = ctx.comm
-    get(algo)
     dtype = DTYPES[spec.dtype]
     count = nbytes // np.dtype(dtype).itemsize
     buf = np.empty(count, dtype=dtype)

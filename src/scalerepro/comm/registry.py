@@ -104,13 +104,12 @@ def allreduce(
     ctx = comm if isinstance(comm, Context) else Context(comm, params)
     dog = ctx.watchdog()
     try:
-        if dog is None:
-            fn(arr, ctx)
-        else:
+        if dog is not None:
             dog.arm(f"{algo} all-reduce")
-            fn(arr, ctx)
-            dog.disarm()
+        fn(arr, ctx)
     finally:
+        if dog is not None:
+            dog.disarm()  # also when fn raised: a stale deadline must not abort a later, healthy job
         if ctx is not comm:
             ctx.close()
     return target

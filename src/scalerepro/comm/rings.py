@@ -34,11 +34,6 @@ class Ring:
     comm: MPI.Intracomm
     order: tuple[int, ...]
 
-    @classmethod
-    def natural(cls, comm: MPI.Intracomm) -> "Ring":
-        """Ranks 0, 1, ..., p-1."""
-        return cls(comm, tuple(range(comm.size)))
-
 
 class RingMachine:
     """All-reduce of ``view`` through ``rings`` (reduce-scatter down, all-gather back up)."""

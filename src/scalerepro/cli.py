@@ -178,6 +178,7 @@ def cmd_bench(args: argparse.Namespace) -> None:
     from scalerepro.comm.registry import get
     from scalerepro.io import write_json_atomic
     from scalerepro.mpi import hosts, library_version, on_root, world
+    from scalerepro.oversubscription import node_cores
     from scalerepro.provenance import argv, versions
 
     cfg = _config(args)
@@ -189,17 +190,19 @@ def cmd_bench(args: argparse.Namespace) -> None:
     for peer in peers:
         if peer not in algos:
             raise UserError(f"--compare {peer}: not among the benchmarked algorithms {list(algos)}; add it to --algos")
-    spec = SweepSpec(algos, b.min_bytes, b.max_bytes, b.dtype, b.warmup, b.iters, b.check)
+    spec = SweepSpec(algos, b.min_bytes, b.max_bytes, b.dtype, b.warmup, b.iters, b.check, b.min_time_s, b.max_iters)
     comm = world()
     on_root(comm, lambda: print(f"# world size {comm.size}, {library_version()}\n{HEADER}", file=sys.stderr))
     with Context(comm, cfg.comm.params()) as ctx:
+        placement = {"ranks_per_node": max(comm.allgather(ctx.node().size)),
+                     "cores_per_node": min(comm.allgather(node_cores(os.environ)))}
         rows = sweep(ctx, spec)
     gamma = statistics.median(comm.allgather(reduction_cost(np.dtype(DTYPES[b.dtype]))))
     ratios = {peer: compare(rows, peer) for peer in peers}
     record = {
         "argv": argv(), "world_size": comm.size, "hosts": hosts(comm), "mpi_library": library_version(),
         "versions": versions(), "platform": platform.platform(), "spec": spec.__dict__ | {"algorithms": list(algos)},
-        "params": cfg.to_dict()["comm"], "reduction_s_per_byte": gamma,
+        **placement, "params": cfg.to_dict()["comm"], "reduction_s_per_byte": gamma,
         "env": {k: v for k, v in os.environ.items() if k.startswith(("OMP_", "MPIR_", "MPICH_", "SLURM_"))},
         "rows": rows, "comparisons": [c for peer in peers for c in ratios[peer]],
     }
@@ -217,7 +220,7 @@ def cmd_cost_model(args: argparse.Namespace) -> None:
     import statistics
 
     from scalerepro.analysis.collect import bench_rows, load_json
-    from scalerepro.comm.costmodel import Topology, fit, projection
+    from scalerepro.comm.costmodel import Topology, fit_regimes, for_projection, projection
     from scalerepro.io import write_json_atomic
 
     paths = _expand(args.bench)
@@ -230,24 +233,26 @@ def cmd_cost_model(args: argparse.Namespace) -> None:
         raise UserError("the bench JSONs carry no reduction_s_per_byte (gamma); re-run `scalerepro bench`")
     gamma = statistics.median(gammas)
     algos = args.algos.split(",") if args.algos else sorted({r["algorithm"] for r in rows})
-    fits = [fit(a, rows, gamma) for a in algos]
+    fits = fit_regimes(algos, rows, gamma)
+    chosen = for_projection(fits)
     topos = [Topology("fattree", args.ranks_per_node, args.link_gbps, args.latency_us, args.rails, args.intra_gbps,
                       args.intra_latency_us),
              Topology("torus2d", 1, args.torus_link_gbps, args.torus_latency_us)]
     ranks = [int(x) for x in args.ranks.split(",")]
-    proj = projection(fits, topos, ranks, args.bytes, args.colors)
-    print(f"{'algorithm':>15} {'alpha(us)':>10} {'beta(GB/s)':>11} {'gamma(GB/s)':>12} {'points':>7} "
+    proj = projection(chosen, topos, ranks, args.bytes, args.colors)
+    print(f"{'algorithm':>15} {'regime':>14} {'alpha(us)':>10} {'beta(GB/s)':>11} {'gamma(GB/s)':>12} {'points':>7} "
           f"{'median|res|':>11} {'max|res|':>9}", file=sys.stderr)
     for f in fits:
         bw = 1 / f.beta_s_per_byte / 1e9 if f.beta_s_per_byte else float("inf")
-        print(f"{f.algorithm:>15} {f.alpha_s * 1e6:>10.2f} {bw:>11.2f} {1 / f.gamma_s_per_byte / 1e9:>12.2f} "
+        print(f"{f.algorithm:>15} {f.regime:>14} {f.alpha_s * 1e6:>10.2f} {bw:>11.2f} {1 / f.gamma_s_per_byte / 1e9:>12.2f} "
               f"{f.points:>7} {f.median_rel_residual:>10.1%} {f.max_rel_residual:>9.1%}", file=sys.stderr)
-    print(f"\n# projected ms per all-reduce of {args.bytes / 1e6:.1f} MB (ResNet-50 gradients, float32)", file=sys.stderr)
-    print(f"{'algorithm':>15} {'topology':>9} " + " ".join(f"{p:>9}" for p in ranks), file=sys.stderr)
-    for f in fits:
+    print(f"\n# projected ms per all-reduce of {args.bytes / 1e6:.1f} MB (ResNet-50 gradients, float32), "
+          "from each algorithm's most cluster-like fit", file=sys.stderr)
+    print(f"{'algorithm':>15} {'from regime':>14} {'topology':>9} " + " ".join(f"{p:>9}" for p in ranks), file=sys.stderr)
+    for f in chosen:
         for t in topos:
             ms = [r["ms"] for r in proj if r["algorithm"] == f.algorithm and r["topology"] == t.kind]
-            print(f"{f.algorithm:>15} {t.kind:>9} " + " ".join(f"{m:>9.2f}" for m in ms), file=sys.stderr)
+            print(f"{f.algorithm:>15} {f.regime:>14} {t.kind:>9} " + " ".join(f"{m:>9.2f}" for m in ms), file=sys.stderr)
     write_json_atomic(args.out, {
         "gamma_s_per_byte": gamma, "fits": [f.__dict__ for f in fits], "projection": proj,
         "topologies": [t.__dict__ for t in topos], "bytes": args.bytes, "colors": args.colors,

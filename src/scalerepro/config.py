@@ -109,6 +109,8 @@ class BenchConfig:
     dtype: str
     warmup: int
     iters: int
+    min_time_s: float
+    max_iters: int
     check: bool
 
 

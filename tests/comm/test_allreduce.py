@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scalerepro.comm.harness import bus_factor, expected, fill, sizes
+from scalerepro.comm.harness import SweepSpec, bus_factor, expected, fill, sizes, timed_iterations
 from scalerepro.comm.registry import allreduce, as_array, get, names
 from scalerepro.errors import UserError
 
@@ -107,6 +107,13 @@ def test_rejects_non_contiguous_and_foreign_buffers():
         as_array([1.0, 2.0])
 
 
+def test_bfloat16_tensor_gets_a_clear_error_naming_the_fix():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(UserError, match=r"not torch.bfloat16 .*t\.float\(\)"):
+        as_array(torch.zeros(4, dtype=torch.bfloat16))
+    assert as_array(torch.zeros(4, dtype=torch.float64)).dtype == np.float64
+
+
 def test_out_of_place_leaves_input_and_checks_shape():
     src = np.arange(4, dtype=np.float32)
     out = np.zeros(4, dtype=np.float32)
@@ -129,8 +136,10 @@ def test_multicolor_orders_differ_and_plan_scales():
 
     o = orders(5, 4)
     assert len(set(o)) == 4 and all(sorted(x) == list(range(5)) for x in o)
-    assert plan(8192, 4, 1 << 20) == (1, 1)
-    assert plan(64 * MIN_COLOR_BYTES, 4, 1 << 20)[0] == 4
+    assert plan(8192, 4, 1 << 20, p=4) == (1, 1)
+    assert plan(64 * MIN_COLOR_BYTES, 4, 1 << 20, p=4)[0] == 4
+    assert plan(64 * MIN_COLOR_BYTES, 4, 1 << 20, p=3) == (4, 1)
+    assert plan(64 << 20, 4, 1 << 20, p=2) == (1, 1)  # one peer: every color is the same exchange
 
 
 def test_harness_pattern_and_sizes():
@@ -155,4 +164,16 @@ def test_bench_cli_writes_checked_json(run_mpi, tmp_path):
     assert {r["algorithm"] for r in record["rows"]} == {"native", "ring"}
     assert [r["bytes"] for r in record["rows"] if r["algorithm"] == "ring"] == sizes(8, 4096)
     assert all(r["wrong"] == 0 and r["time_us"] > 0 for r in record["rows"])
+    assert all(3 <= r["iters"] <= 1000 for r in record["rows"])  # min_time_s extends the fast sizes
+    assert [r["algorithm"] for r in record["rows"][:2]] == ["native", "ring"]  # sizes outer: peers back to back
+    assert record["ranks_per_node"] == 3 and record["cores_per_node"] >= 1
     assert "busbw(GB/s)" in proc.stderr  # the table for people
+
+
+def test_timed_iterations_stretch_fast_sizes_within_bounds():
+    spec = SweepSpec(("ring",), 8, 8, iters=20, min_time_s=0.05, max_iters=1000)
+    assert timed_iterations(spec, warmup_s=1e-3) == 50
+    assert timed_iterations(spec, warmup_s=1e-2) == 20  # already long enough: iters
+    assert timed_iterations(spec, warmup_s=1e-6) == 1000  # capped
+    assert timed_iterations(SweepSpec(("ring",), 8, 8, iters=20), warmup_s=1e-6) == 20  # min_time_s 0: exactly iters
+    assert timed_iterations(spec, warmup_s=0.0) == 20  # no warm-up to estimate from

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from scalerepro.comm.costmodel import TERMS, Topology, fit, project_time, projection
+from scalerepro.comm.costmodel import TERMS, Topology, fit, fit_regimes, for_projection, project_time, projection, regime
 from scalerepro.errors import UserError
 
 
@@ -47,13 +47,28 @@ def test_projection_where_colors_and_topology_pay():
     assert [r["ms"] for r in rows if r["topology"] == "fattree"] == sorted(r["ms"] for r in rows if r["topology"] == "fattree")
 
 
+def test_regimes_are_fitted_apart_and_the_dedicated_one_projects():
+    """Oversubscribed points (10x alpha, 2x beta) would spoil a joint fit; per regime both are exact."""
+    fast = [r | {"ranks_per_core": 1.0} for r in synthetic_rows("ring", 5e-6, 1e-9, 3e-10)]
+    slow = [r | {"ranks_per_core": 2.0} for r in synthetic_rows("ring", 5e-5, 2e-9, 3e-10)]
+    fits = fit_regimes(["ring"], fast + slow, 3e-10)
+    by = {f.regime: f for f in fits}
+    assert set(by) == {"dedicated", "oversubscribed"}
+    assert by["dedicated"].alpha_s == pytest.approx(5e-6, rel=1e-6) and by["dedicated"].max_rel_residual < 1e-6
+    assert by["oversubscribed"].beta_s_per_byte == pytest.approx(2e-9, rel=1e-6)
+    assert fit("ring", fast + slow, 3e-10).median_rel_residual > 0.05  # the joint fit explains neither
+    assert for_projection(fits) == [by["dedicated"]]
+    assert for_projection([by["oversubscribed"]]) == [by["oversubscribed"]]
+    assert regime({}) == "unknown" and regime({"ranks_per_core": 0.5}) == "dedicated"
+
+
 def test_bad_topology_is_named():
     with pytest.raises(UserError, match="fattree or torus2d"):
         Topology("dragonfly")
 
 
 def test_cli_fits_and_projects(tmp_path):
-    bench = {"world_size": 2, "hosts": ["h", "h"], "reduction_s_per_byte": 3e-10,
+    bench = {"world_size": 2, "hosts": ["h", "h"], "reduction_s_per_byte": 3e-10, "ranks_per_node": 2, "cores_per_node": 2,
              "rows": [r for r in synthetic_rows("ring", 5e-6, 1e-9, 3e-10) if r["world_size"] == 2]}
     (tmp_path / "n2.json").write_text(json.dumps(bench))
     bench4 = dict(bench, world_size=4, rows=[r for r in synthetic_rows("ring", 5e-6, 1e-9, 3e-10) if r["world_size"] == 4])
@@ -64,5 +79,6 @@ def test_cli_fits_and_projects(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "median|res|" in proc.stderr and "projected ms per all-reduce of 102.2 MB" in proc.stderr
     doc = json.loads(out.read_text())
-    assert doc["fits"][0]["alpha_s"] == pytest.approx(5e-6, rel=1e-6)
+    assert doc["fits"][0]["alpha_s"] == pytest.approx(5e-6, rel=1e-6) and doc["fits"][0]["regime"] == "dedicated"
+    assert {r["fit_regime"] for r in doc["projection"]} == {"dedicated"}
     assert {r["ranks"] for r in doc["projection"]} == {64, 256, 1024}

@@ -65,8 +65,11 @@ def run_tables(run_json: Path) -> dict[str, list[dict[str, Any]]]:
 
 
 def bench_rows(record: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per benchmark point of a bench JSON record."""
-    return [row | {"world_size": record["world_size"], "hosts": len(set(record["hosts"]))} for row in record["rows"]]
+    """One row per benchmark point of a bench JSON record (ranks_per_core None where not recorded)."""
+    ranks, cores = record.get("ranks_per_node"), record.get("cores_per_node")
+    extra = {"world_size": record["world_size"], "hosts": len(set(record["hosts"])),
+             "ranks_per_core": ranks / cores if ranks and cores else None}
+    return [row | extra for row in record["rows"]]
 
 
 def collect(runs: list[Path], benches: list[Path], out: Path) -> dict[str, pd.DataFrame]:

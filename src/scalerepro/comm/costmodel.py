@@ -17,6 +17,14 @@ hierarchical pay intra-node costs in dimension 1 and inter-node costs on the
 1/g shard; multicolor divides the inter-node bytes among min(colors, rails)
 network rails. On a 2-D torus every neighbour link has the torus link's
 alpha and beta.
+
+Regimes: a node running more ranks than cores (the laptop's 4 ranks on 2
+cores) is a different machine: every step waits on the scheduler and the
+copies share cores, so its alpha is ~10x and its beta ~2x the one-rank-
+per-core values, and one fit across both explains neither. Points are
+fitted per regime (``dedicated`` / ``oversubscribed``, from the bench
+JSON's ranks and cores per node; ``unknown`` for older files), and the
+projection uses the dedicated fit when there is one, as on a cluster.
 """
 
 from __future__ import annotations
@@ -70,11 +78,23 @@ TERMS: dict[str, Callable[[float, int], tuple[float, float, float]]] = {
 }
 
 
+REGIMES = ("dedicated", "unknown", "oversubscribed")  # the projection's order of preference
+
+
+def regime(row: dict[str, Any]) -> str:
+    """``dedicated`` (a core per rank), ``oversubscribed`` or ``unknown`` (no ranks_per_core recorded)."""
+    load = row.get("ranks_per_core")
+    if load is None:
+        return "unknown"
+    return "oversubscribed" if load > 1 else "dedicated"
+
+
 @dataclass(frozen=True)
 class Fit:
-    """Fitted parameters of one algorithm and how well they explain the measurements."""
+    """Fitted parameters of one algorithm in one regime and how well they explain the measurements."""
 
     algorithm: str
+    regime: str
     alpha_s: float
     beta_s_per_byte: float
     gamma_s_per_byte: float
@@ -98,11 +118,12 @@ def _nnls2(m: np.ndarray, y: np.ndarray) -> np.ndarray:
     return best
 
 
-def fit(algorithm: str, rows: list[dict[str, Any]], gamma: float) -> Fit:
-    """Fit alpha and beta of ``algorithm`` to its rows (each with world_size, bytes, time_us)."""
+def fit(algorithm: str, rows: list[dict[str, Any]], gamma: float, where: str | None = None) -> Fit:
+    """Fit alpha and beta of ``algorithm`` to its rows (world_size, bytes, time_us) in regime ``where`` (None: any)."""
     if algorithm not in TERMS:
         raise UserError(f"no cost model for {algorithm!r}; modelled: {', '.join(sorted(TERMS))}")
-    pts = [r for r in rows if r["algorithm"] == algorithm and r["world_size"] > 1 and r["time_us"] > 0]
+    pts = [r for r in rows if r["algorithm"] == algorithm and r["world_size"] > 1 and r["time_us"] > 0
+           and where in (None, regime(r))]
     if len(pts) < 2:
         raise UserError(f"{algorithm}: need at least 2 benchmark points at >= 2 ranks to fit, got {len(pts)}")
     terms = np.array([TERMS[algorithm](r["bytes"], r["world_size"]) for r in pts])
@@ -112,9 +133,33 @@ def fit(algorithm: str, rows: list[dict[str, Any]], gamma: float) -> Fit:
     model = terms @ np.array([alpha, beta, gamma])
     rel = np.abs(model - t) / t
     return Fit(
-        algorithm, float(alpha), float(beta), gamma, len(pts), float(np.median(rel)), float(np.max(rel)),
+        algorithm, where or "any", float(alpha), float(beta), gamma, len(pts), float(np.median(rel)), float(np.max(rel)),
         tuple((int(r["world_size"]), int(r["bytes"]), float(ti), float(mi)) for r, ti, mi in zip(pts, t, model)),
     )
+
+
+def fit_regimes(algorithms: Iterable[str], rows: list[dict[str, Any]], gamma: float) -> list[Fit]:
+    """One fit per algorithm and regime that has at least 2 points."""
+    fits = []
+    for algo in algorithms:
+        found = [fit(algo, rows, gamma, where) for where in REGIMES if _count(rows, algo, where) >= 2]
+        fits += found or [fit(algo, rows, gamma)]  # too few per regime: fit them together (or raise)
+    return fits
+
+
+def _count(rows: list[dict[str, Any]], algorithm: str, where: str) -> int:
+    """Points of ``algorithm`` at >= 2 ranks in regime ``where``."""
+    return sum(1 for r in rows if r["algorithm"] == algorithm and r["world_size"] > 1 and regime(r) == where)
+
+
+def for_projection(fits: list[Fit]) -> list[Fit]:
+    """Per algorithm, the fit of the most cluster-like regime (dedicated, then unknown, then oversubscribed)."""
+    rank = {name: i for i, name in enumerate(REGIMES)}
+    best: dict[str, Fit] = {}
+    for f in fits:
+        if f.algorithm not in best or rank.get(f.regime, len(rank)) < rank.get(best[f.algorithm].regime, len(rank)):
+            best[f.algorithm] = f
+    return list(best.values())
 
 
 @dataclass(frozen=True)
@@ -172,7 +217,7 @@ def project_time(f: Fit, topo: Topology, n: float, p: int, colors: int = 2) -> f
 def projection(fits: list[Fit], topos: list[Topology], ranks: Iterable[int], n: float, colors: int) -> list[dict[str, Any]]:
     """Rows: algorithm x topology x ranks -> modelled ms per all-reduce of n bytes."""
     return [
-        {"algorithm": f.algorithm, "topology": t.kind, "ranks": p, "bytes": n,
+        {"algorithm": f.algorithm, "fit_regime": f.regime, "topology": t.kind, "ranks": p, "bytes": n,
          "ms": project_time(f, t, n, p, colors) * 1e3, "source": "projected"}
         for f in fits for t in topos for p in ranks
     ]

@@ -1,13 +1,16 @@
 """The one benchmark harness every algorithm runs under (as nccl-tests does).
 
-Per algorithm and size: warm-up, then timed iterations, each after a
-barrier; a rank's time is its mean, and t is the maximum over ranks.
+Per size and algorithm: warm-up, then timed iterations (``iters``, more
+for fast sizes until the loop spans ``min_time_s``, as OSU's benchmarks
+give small messages more iterations), each after a barrier; a rank's time
+is its mean, and t is the maximum over ranks.
 algbw = bytes / t, busbw = algbw * 2(p-1)/p. Each timed result is checked
 against the exact sum (integer-valued data) unless checking is off.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 import sys
 import time
@@ -34,6 +37,15 @@ class SweepSpec:
     warmup: int = 3
     iters: int = 20
     check: bool = True
+    min_time_s: float = 0.0
+    max_iters: int = 1000
+
+
+def timed_iterations(spec: SweepSpec, warmup_s: float) -> int:
+    """Iterations to time: ``iters``, more (<= max_iters) if that spans less than min_time_s at the warm-up's pace."""
+    if spec.min_time_s <= 0 or warmup_s <= 0:
+        return spec.iters
+    return max(spec.iters, min(spec.max_iters, math.ceil(spec.min_time_s / warmup_s)))
 
 
 def sizes(min_bytes: int, max_bytes: int) -> list[int]:
@@ -68,11 +80,16 @@ def measure(ctx: Context, algo: str, nbytes: int, spec: SweepSpec) -> dict[str, 
     dtype = DTYPES[spec.dtype]
     count = nbytes // np.dtype(dtype).itemsize
     buf = np.empty(count, dtype=dtype)
+    warm = []
     for it in range(spec.warmup):
         fill(buf, comm.rank, it)
+        t0 = time.perf_counter()
         allreduce(buf, algo, ctx)
+        warm.append(time.perf_counter() - t0)
+    # every rank must run the same count: agree on the slowest rank's warm-up pace
+    iters = timed_iterations(spec, comm.allreduce(statistics.median(warm) if warm else 0.0, op=MPI.MAX))
     times, wrong = [], 0
-    for it in range(spec.iters):
+    for it in range(iters):
         fill(buf, comm.rank, it)
         comm.Barrier()
         t0 = time.perf_counter()
@@ -89,6 +106,7 @@ def measure(ctx: Context, algo: str, nbytes: int, spec: SweepSpec) -> dict[str, 
         "bytes": count * np.dtype(dtype).itemsize,
         "count": count,
         "dtype": spec.dtype,
+        "iters": iters,
         "time_us": t * 1e6,
         "min_us": min(per_rank) * 1e6,
         "median_us": statistics.median(per_rank) * 1e6,
@@ -111,15 +129,35 @@ def reduction_cost(dtype: np.dtype, nbytes: int = 8 << 20, repeats: int = 5) -> 
 
 
 def sweep(ctx: Context, spec: SweepSpec, progress: bool = True) -> list[dict[str, Any]]:
-    """Every algorithm x size; rank 0 prints an nccl-tests style table to stderr as it goes."""
+    """Every size x algorithm; rank 0 prints an nccl-tests style table to stderr as it goes.
+
+    Sizes are the outer loop, so the algorithms compared at one size are
+    measured back to back: drift on a shared machine (another job, a large
+    free before) then moves them together instead of skewing their ratio.
+    Every algorithm is set up first (see :func:`prepare`).
+    """
+    prepare(ctx, spec)
     rows = []
-    for algo in spec.algorithms:
-        for nbytes in sizes(spec.min_bytes, spec.max_bytes):
+    for nbytes in sizes(spec.min_bytes, spec.max_bytes):
+        for algo in spec.algorithms:
             row = measure(ctx, algo, nbytes, spec)
             rows.append(row)
             if progress and ctx.rank == 0:
                 print(format_row(row), file=sys.stderr, flush=True)
     return rows
+
+
+def prepare(ctx: Context, spec: SweepSpec) -> None:
+    """One untimed call of every algorithm, so all are timed in the same process state.
+
+    Setting up an algorithm can change the others' times: once the gloo
+    process group exists, MPI_Allreduce and the ring at 8 KiB take ~1.6-2x
+    longer here (its threads and sockets share the cores). Without this, the
+    algorithms listed before gloo would be timed in a quieter process.
+    """
+    buf = np.zeros(max(1, ctx.size), dtype=DTYPES[spec.dtype])
+    for algo in spec.algorithms:
+        allreduce(buf, algo, ctx)
 
 
 HEADER = f"{'algorithm':>12} {'size(B)':>11} {'count':>10} {'time(us)':>10} {'algbw(GB/s)':>11} {'busbw(GB/s)':>11} {'#wrong':>7}"

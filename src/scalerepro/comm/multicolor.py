@@ -11,7 +11,10 @@ over non-blocking point-to-point (:func:`scalerepro.comm.rings.drive`).
 
 Colors and chunks only pay when there is data to spread: a color gets at
 least ``MIN_COLOR_BYTES`` (so an 8 KiB all-reduce runs as one ring), and the
-colors and chunks actually used are reported by :func:`plan`.
+colors and chunks actually used are reported by :func:`plan`. On 2 ranks
+every color's ring is the same exchange with the one peer (forward and
+backward coincide, and one ring already uses both directions of the link),
+so colors there are pure overhead and the all-reduce runs as one ring.
 """
 
 from __future__ import annotations
@@ -40,8 +43,10 @@ def orders(p: int, colors: int) -> list[tuple[int, ...]]:
     return out
 
 
-def plan(nbytes: int, colors: int, chunk_bytes: int) -> tuple[int, int]:
-    """(colors used, chunks per color) for an all-reduce of ``nbytes``."""
+def plan(nbytes: int, colors: int, chunk_bytes: int, p: int) -> tuple[int, int]:
+    """(colors used, chunks per color) for an all-reduce of ``nbytes`` over p ranks."""
+    if p <= 2:  # one peer: every color would be the same exchange
+        return 1, 1
     used = max(1, min(colors, nbytes // MIN_COLOR_BYTES))
     per_color = math.ceil(nbytes / used)
     return used, max(1, math.ceil(per_color / chunk_bytes))
@@ -53,7 +58,7 @@ def multicolor_allreduce(buf: np.ndarray, ctx: Context) -> None:
     p = ctx.size
     if p == 1 or buf.size == 0:
         return
-    colors, chunks = plan(buf.nbytes, ctx.params.colors, ctx.params.chunk_bytes)
+    colors, chunks = plan(buf.nbytes, ctx.params.colors, ctx.params.chunk_bytes, p)
     if colors == chunks == 1:  # one color, one chunk: exactly the ring, with the least overhead
         ring_allreduce(buf, ctx)
         return

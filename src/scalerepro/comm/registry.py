@@ -65,6 +65,9 @@ def _load_builtin() -> None:
     )
 
 
+_TORCH_DTYPES = ("torch.float32", "torch.float64", "torch.int32", "torch.int64")
+
+
 def as_array(buf: Any) -> np.ndarray:
     """A writable 1-D NumPy view of ``buf`` (NumPy array or contiguous torch CPU tensor), no copy."""
     if isinstance(buf, np.ndarray):
@@ -72,6 +75,9 @@ def as_array(buf: Any) -> np.ndarray:
     elif hasattr(buf, "detach") and hasattr(buf, "is_contiguous"):
         if buf.device.type != "cpu" or not buf.is_contiguous():
             raise UserError("allreduce needs a contiguous CPU tensor; call .contiguous().cpu() first")
+        if str(buf.dtype) not in _TORCH_DTYPES:
+            raise UserError(f"allreduce supports {', '.join(_TORCH_DTYPES)} tensors, not {buf.dtype} (NumPy, which the "
+                            f"algorithms reduce with, has no such type); all-reduce a float32 copy: t.float()")
         arr = buf.detach().numpy()
     else:
         raise UserError(f"allreduce takes a NumPy array or a torch tensor, not {type(buf).__name__}")

@@ -1,0 +1,64 @@
+"""MPI progress settings for a node running more ranks than it has cores, chosen before MPI starts.
+
+MPICH waits for messages by polling without giving up the core. With more
+ranks than cores (the laptop mode: 4 CPU ranks on 2 cores), a rank that
+polls for a message from a descheduled peer burns its whole time slice,
+and every dependent step of a collective can cost a scheduler tick. MPICH's
+own CI runs its oversubscribed tests with the three settings below, which
+make a waiting rank yield the core. They must be in the environment when
+MPI initialises, so :func:`tune` runs when the ``scalerepro`` package is
+first imported, before any module imports ``mpi4py.MPI``.
+
+Settings already in the environment win. ``SCALEREPRO_MPI_YIELD=1`` forces
+the settings, ``=0`` keeps MPICH's defaults even when oversubscribed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, MutableMapping
+
+from scalerepro.errors import UserError
+
+YIELD_SETTINGS = {
+    "MPIR_CVAR_POLLS_BEFORE_YIELD": "1",
+    "MPIR_CVAR_CH4_PROGRESS_THROTTLE": "true",
+    "MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT": "1",
+}
+SWITCH = "SCALEREPRO_MPI_YIELD"
+# Launchers' names for "ranks on this node": Hydra (mpiexec), Open MPI, srun.
+LOCAL_RANKS = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE")
+
+
+def local_ranks(env: Mapping[str, str]) -> int:
+    """Ranks the launcher put on this node (1 outside a launcher); SLURM's "4(x2),3" reads as 4."""
+    for key in LOCAL_RANKS:
+        match = re.match(r"\d+", env.get(key, ""))
+        if match:
+            return int(match.group())
+    return 1
+
+
+def node_cores(env: Mapping[str, str]) -> int:
+    """Cores this node's ranks share: SLURM's allocation, else the cores this process may run on."""
+    match = re.match(r"\d+", env.get("SLURM_CPUS_ON_NODE", ""))
+    if match:
+        return int(match.group())
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def settings(env: Mapping[str, str], cores: int) -> dict[str, str]:
+    """The yield settings to add to ``env`` (none unless oversubscribed or forced; never overriding)."""
+    switch = env.get(SWITCH, "auto").strip().lower()
+    if switch not in ("auto", "0", "1"):
+        raise UserError(f"{SWITCH}={env[SWITCH]!r}: use 1 (yield), 0 (MPICH's default polling) or unset (auto)")
+    wanted = switch == "1" or (switch == "auto" and local_ranks(env) > cores)
+    return {k: v for k, v in YIELD_SETTINGS.items() if wanted and k not in env}
+
+
+def tune(env: MutableMapping[str, str] = os.environ) -> dict[str, str]:
+    """Add the yield settings to the environment where they apply; return what was added."""
+    added = settings(env, node_cores(env))
+    env.update(added)
+    return added

@@ -122,8 +122,7 @@ def fit(algorithm: str, rows: list[dict[str, Any]], gamma: float, where: str | N
     """Fit alpha and beta of ``algorithm`` to its rows (world_size, bytes, time_us) in regime ``where`` (None: any)."""
     if algorithm not in TERMS:
         raise UserError(f"no cost model for {algorithm!r}; modelled: {', '.join(sorted(TERMS))}")
-    pts = [r for r in rows if r["algorithm"] == algorithm and r["world_size"] > 1 and r["time_us"] > 0
-           and where in (None, regime(r))]
+    pts = _points(rows, algorithm, where)
     if len(pts) < 2:
         raise UserError(f"{algorithm}: need at least 2 benchmark points at >= 2 ranks to fit, got {len(pts)}")
     terms = np.array([TERMS[algorithm](r["bytes"], r["world_size"]) for r in pts])
@@ -138,18 +137,19 @@ def fit(algorithm: str, rows: list[dict[str, Any]], gamma: float, where: str | N
     )
 
 
+def _points(rows: list[dict[str, Any]], algorithm: str, where: str | None) -> list[dict[str, Any]]:
+    """The fittable points of ``algorithm`` (>= 2 ranks, a positive time) in regime ``where`` (None: any)."""
+    return [r for r in rows if r["algorithm"] == algorithm and r["world_size"] > 1 and r["time_us"] > 0
+            and where in (None, regime(r))]
+
+
 def fit_regimes(algorithms: Iterable[str], rows: list[dict[str, Any]], gamma: float) -> list[Fit]:
     """One fit per algorithm and regime that has at least 2 points."""
     fits = []
     for algo in algorithms:
-        found = [fit(algo, rows, gamma, where) for where in REGIMES if _count(rows, algo, where) >= 2]
+        found = [fit(algo, rows, gamma, where) for where in REGIMES if len(_points(rows, algo, where)) >= 2]
         fits += found or [fit(algo, rows, gamma)]  # too few per regime: fit them together (or raise)
     return fits
-
-
-def _count(rows: list[dict[str, Any]], algorithm: str, where: str) -> int:
-    """Points of ``algorithm`` at >= 2 ranks in regime ``where``."""
-    return sum(1 for r in rows if r["algorithm"] == algorithm and r["world_size"] > 1 and regime(r) == where)
 
 
 def for_projection(fits: list[Fit]) -> list[Fit]:

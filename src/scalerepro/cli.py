@@ -79,7 +79,7 @@ def cmd_make_dataset(args: argparse.Namespace) -> None:
     from scalerepro.data.synth import SynthSpec, generate
 
     ds = _config(args).dataset
-    spec = SynthSpec(**{f.name: getattr(ds, f.name) for f in fields(SynthSpec)})
+    spec = SynthSpec(**{f.name: getattr(ds, f.name) for f in fields(SynthSpec) if hasattr(ds, f.name)})
     root = Path(args.out) if args.out else Path(ds.root)
     path = generate(spec, root, _progress("make-dataset"))
     print(path)
@@ -153,7 +153,6 @@ def cmd_train(args: argparse.Namespace) -> None:
         train_dir=_staged_dir(shards, "train", cfg.stage.root, args.no_stage),
         val_dir=_staged_dir(shards, "val", cfg.stage.root, args.no_stage),
         out=Path(args.out),
-        workers=args.workers,
     )
     record = run(spec, world())
     final = record["final"] or {}
@@ -213,6 +212,44 @@ def cmd_bench(args: argparse.Namespace) -> None:
     wrong = total_wrong(rows)
     if wrong:
         raise UserError(f"{wrong} wrong elements in the all-reduce results (see #wrong in {args.out})")
+
+
+def cmd_bench_loader(args: argparse.Namespace) -> None:
+    """Shard loader vs torchvision ImageFolder + DataLoader on the same JPEGs, same run; JSON + table."""
+    import os
+    import platform
+
+    from scalerepro.data import loaderbench as lb
+    from scalerepro.io import write_json_atomic
+    from scalerepro.provenance import argv, versions
+
+    scale = tuple(float(x) for x in args.scale.split(","))
+    if len(scale) != 2 or not 0 < scale[0] <= scale[1] <= 1:
+        raise UserError(f"--scale {args.scale}: give MIN,MAX with 0 < MIN <= MAX <= 1 (ImageNet standard 0.08,1)")
+    spec = lb.LoaderBenchSpec(images=args.images, size=args.size, batch=args.batch, workers=_int_list(args.workers,
+                              "--workers"), reps=args.reps, scale=scale, seed=args.seed)
+    work = Path(args.work)
+    print(f"# {spec.images} JPEGs (400-500 px, quality 90) in {work}", file=sys.stderr)
+    dataset = lb.bench_dataset(work, spec.images, spec.seed)
+    staged = lb.staged_shards(dataset, work, args.stage_root, spec.seed)
+    rows = lb.run(spec, dataset, staged, lambda line: print(line, file=sys.stderr, flush=True))
+    summary = lb.summarise(rows)
+    write_json_atomic(args.out, {
+        "argv": argv(), "versions": versions(), "platform": platform.platform(), "cpus": os.cpu_count(),
+        "spec": {**spec.__dict__}, "dataset": str(dataset), "staged": str(staged), "rows": rows, "summary": summary,
+    })
+    print(lb.format_summary(summary), file=sys.stderr)
+
+
+def _int_list(text: str, flag: str) -> tuple[int, ...]:
+    """'1,2' -> (1, 2), with an error naming the flag."""
+    try:
+        values = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise UserError(f"{flag} {text}: give comma-separated integers, e.g. 1,2") from None
+    if any(v < 0 for v in values):
+        raise UserError(f"{flag} {text}: counts must be >= 0")
+    return values
 
 
 def cmd_cost_model(args: argparse.Namespace) -> None:
@@ -322,7 +359,6 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--shards", required=True, metavar="DIR", help="folder with train/ and val/ shard folders")
     s.add_argument("--out", required=True, metavar="DIR", help="run directory (events.jsonl, run.json)")
     s.add_argument("--no-stage", action="store_true", help="read the shard folder directly instead of the staged copy")
-    s.add_argument("--workers", type=int, default=0, help="data loader worker processes per rank (default 0)")
     s.set_defaults(fn=cmd_train)
 
     s = sub.add_parser("bench", help="all-reduce sweep, nccl-tests style (run under mpiexec/srun)",
@@ -333,6 +369,25 @@ def parser() -> argparse.ArgumentParser:
                    "every other algorithm's busbw and time as ratios to each, from this same run")
     s.add_argument("--out", required=True, metavar="FILE", help="JSON result file")
     s.set_defaults(fn=cmd_bench)
+
+    s = sub.add_parser("bench-loader", help="shard loader vs torchvision ImageFolder+DataLoader, same JPEGs, same run",
+                       description="Generates ImageNet-sized JPEGs once (400-500 px, quality 90), shards and stages "
+                                   "them, then times both loaders with the same RandomResizedCrop + flip + normalise "
+                                   "and worker count: images/s (per worker), start-up and peak RSS/PSS of the "
+                                   "process tree, medians over repetitions.")
+    s.add_argument("--work", required=True, metavar="DIR", help="folder for the generated JPEGs and their shards "
+                   "(reused when present)")
+    s.add_argument("--out", required=True, metavar="FILE", help="JSON result file")
+    s.add_argument("--images", type=int, default=2000, help="JPEGs to generate (default 2000)")
+    s.add_argument("--size", type=int, default=224, help="crop size in pixels (default 224)")
+    s.add_argument("--batch", type=int, default=64, help="images per batch (default 64)")
+    s.add_argument("--workers", default="1,2", help="comma-separated worker counts to measure (default 1,2)")
+    s.add_argument("--reps", type=int, default=3, help="repetitions per worker count (default 3; medians reported)")
+    s.add_argument("--scale", default="0.08,1", help="RandomResizedCrop scale MIN,MAX (default 0.08,1)")
+    s.add_argument("--seed", type=int, default=0, help="seed of the images and of the shuffles (default 0)")
+    s.add_argument("--stage-root", default="/dev/shm/scalerepro-bench", help="node-memory folder to stage into "
+                   "(default /dev/shm/scalerepro-bench; remove with `scalerepro stage --clean --root ...`)")
+    s.set_defaults(fn=cmd_bench_loader)
 
     s = sub.add_parser("cost-model", help="fit alpha/beta/gamma per algorithm from bench JSONs; project to large scales",
                        description="Least squares on relative error; prints residuals; projects one all-reduce of "

@@ -83,6 +83,16 @@ class TrainConfig:
 
 
 @dataclass(frozen=True)
+class LoaderConfig:
+    """Batch building: worker processes, prefetch depth and the crop settings."""
+
+    workers: int
+    prefetch: int
+    crop_scale: tuple[float, float]
+    eval_crop_fraction: float
+
+
+@dataclass(frozen=True)
 class CommConfig:
     """All-reduce parameters (see comm.context.CommParams)."""
 
@@ -122,6 +132,7 @@ class Config:
     shard: ShardConfig
     stage: StageConfig
     train: TrainConfig
+    loader: LoaderConfig
     comm: CommConfig
     bench: BenchConfig
 
@@ -200,6 +211,9 @@ def _check_cross_fields(data: Mapping[str, Any]) -> None:
         raise UserError(
             f"invalid configuration:\n  dataset.min_size ({ds['min_size']}) exceeds dataset.max_size ({ds['max_size']})"
         )
+    low, high = data["loader"]["crop_scale"]
+    if low > high:
+        raise UserError(f"invalid configuration:\n  loader.crop_scale: [{low}, {high}] is not [min, max]; put the smaller first")
     if bench["min_bytes"] > bench["max_bytes"]:
         raise UserError(
             f"invalid configuration:\n  bench.min_bytes ({bench['min_bytes']}) exceeds bench.max_bytes ({bench['max_bytes']})"
@@ -219,6 +233,7 @@ def from_mapping(raw: Mapping[str, Any], schema_path: str | None = None) -> Conf
         shard=_section(ShardConfig, data["shard"]),
         stage=_section(StageConfig, data["stage"]),
         train=_section(TrainConfig, data["train"]),
+        loader=_section(LoaderConfig, data["loader"]),
         comm=_section(CommConfig, data["comm"]),
         bench=_section(BenchConfig, data["bench"]),
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
 from mpi4py import MPI
@@ -20,6 +21,34 @@ def world() -> MPI.Intracomm:
 def node_comm(comm: MPI.Intracomm) -> MPI.Intracomm:
     """Ranks sharing this node's memory."""
     return comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.rank)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a rank sits: its node, the node count, its rank on the node and every node's rank count."""
+
+    node: int = 0
+    local_rank: int = 0
+    ranks_per_node: tuple[int, ...] = (1,)
+
+    @property
+    def nodes(self) -> int:
+        """Number of nodes."""
+        return len(self.ranks_per_node)
+
+    @property
+    def local_size(self) -> int:
+        """Ranks on this rank's node."""
+        return self.ranks_per_node[self.node]
+
+
+def node_layout(comm: MPI.Intracomm) -> Layout:
+    """This rank's :class:`Layout`: nodes numbered by their first rank, ranks by their world rank."""
+    node = node_comm(comm)
+    first = comm.allgather(node.allgather(comm.rank)[0])
+    leaders = sorted(set(first))
+    sizes = tuple(first.count(r) for r in leaders)
+    return Layout(node=leaders.index(first[comm.rank]), local_rank=node.rank, ranks_per_node=sizes)
 
 
 def hosts(comm: MPI.Intracomm) -> list[str]:

@@ -30,6 +30,18 @@ def test_every_algorithm_sums_exactly_with_same_bits(run_mpi, ranks):
 
 
 @pytest.mark.mpi
+@pytest.mark.parametrize("ranks", [2, 3, 4])
+def test_ring_reduce_blocks_pair_up_across_uneven_chunks(run_mpi, ranks):
+    """Chunks just over and at whole multiples of the 1 MiB reduce block, float32 and float64."""
+    from scalerepro.comm.ring import DIRECT_BYTES, REDUCE_BLOCK_BYTES
+
+    block = REDUCE_BLOCK_BYTES // 4
+    extra = [ranks * block + 2, ranks * block + ranks - 1, DIRECT_BYTES // 4 + 1]
+    proc = run_mpi(ranks, [CHECK, "ring,hierarchical", ",".join(map(str, extra))], timeout=600)
+    assert f"OK {ranks} ranks: ring, hierarchical" in proc.stdout
+
+
+@pytest.mark.mpi
 @settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
 @given(extra=st.lists(st.integers(min_value=0, max_value=200_000), min_size=1, max_size=6))
 def test_property_sizes(run_mpi, extra):

@@ -103,3 +103,35 @@ def test_missing_split_is_named(copy_of, tmp_path):
 def test_too_many_shards(tiny_dataset, tmp_path):
     with pytest.raises(UserError, match="shards requested"):
         shard_split(tiny_dataset, "val", tmp_path / "out", 1000, 0)
+
+
+def _flatten_val(src, dst):
+    """Copy ``src`` with val/ flattened as the ILSVRC-2012 archive unpacks, labels in LOC_val_solution.csv."""
+    shutil.copytree(src, dst)
+    rows = ["ImageId,PredictionString"]
+    for class_dir in sorted((dst / "val").iterdir()):
+        for image in sorted(class_dir.iterdir()):
+            image.rename(dst / "val" / image.name)
+            rows.append(f"{image.stem},{class_dir.name} 1 2 30 40 {class_dir.name} 5 6 70 80")
+        class_dir.rmdir()
+    (dst / "LOC_val_solution.csv").write_text("\n".join(rows) + "\n")
+
+
+def test_flat_ilsvrc_val_layout_is_labelled_from_the_solution_csv(tiny_dataset, tiny_shards, tmp_path):
+    _flatten_val(tiny_dataset, tmp_path / "flat")
+    manifest = shard_split(tmp_path / "flat", "val", tmp_path / "out", 2, 0)
+    _, foldered = all_records(tiny_shards / "val")
+    _, flat = all_records(tmp_path / "out")
+    by_file = {name.rsplit("/", 1)[1]: label for name, _, label in foldered}
+    assert manifest["samples"] == len(by_file) and all(by_file[n.rsplit("/", 1)[1]] == lab for n, _, lab in flat)
+
+
+def test_flat_val_without_labels_names_the_file_to_add(tiny_dataset, tmp_path):
+    _flatten_val(tiny_dataset, tmp_path / "flat")
+    (tmp_path / "flat" / "LOC_val_solution.csv").unlink()
+    with pytest.raises(UserError, match="LOC_val_solution.csv"):
+        shard_split(tmp_path / "flat", "val", tmp_path / "out", 2, 0)
+    rows = ["ImageId,PredictionString", "ILSVRC2012_val_00000001,n90000001 1 2 3 4"]
+    (tmp_path / "flat" / "LOC_val_solution.csv").write_text("\n".join(rows) + "\n")
+    with pytest.raises(UserError, match=r"ILSVRC2012_val_00000002\.JPEG: no row"):
+        shard_split(tmp_path / "flat", "val", tmp_path / "out", 2, 0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -73,6 +74,19 @@ def test_render_is_pure():
 def test_bad_spec_names_field(field, value):
     with pytest.raises(UserError, match=field):
         SynthSpec(**{field: value})
+
+
+def test_fixed_quality_is_used_for_every_image(tmp_path):
+    spec = SynthSpec(name="q90", classes=2, train_per_class=3, val_per_class=1, min_size=64, max_size=96,
+                     quirks_per_kind=0, quality=90)
+    out = generate(spec, tmp_path)
+    reference = io.BytesIO()
+    Image.new("RGB", (16, 16)).save(reference, format="JPEG", quality=90)
+    tables = Image.open(reference).quantization
+    assert all(Image.open(p).quantization == tables for p in out.rglob("*.JPEG"))
+    assert json.loads((out / "dataset.json").read_text())["spec"]["quality"] == 90
+    with pytest.raises(UserError, match="quality"):
+        SynthSpec(quality=0)
 
 
 def test_replaces_a_partial_previous_run(tmp_path):

@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from scalerepro.config import from_mapping
-from scalerepro.data.loader import epoch_indices, eval_indices
 from scalerepro.train.events import read_events
 from scalerepro.train.loop import Buckets, learning_rate, param_groups, peak_lr
 from scalerepro.train.model import build
@@ -35,13 +34,6 @@ def test_no_weight_decay_on_bn_and_bias():
     groups = param_groups(build("resnet8", 10, 8), 5e-4)
     assert all(p.ndim > 1 for p in groups[0]["params"]) and groups[1]["weight_decay"] == 0.0
     assert all(p.ndim <= 1 for p in groups[1]["params"])
-
-
-def test_epoch_partition_is_disjoint_and_reshuffled():
-    parts = [set(epoch_indices(103, 3, r, 0, 0).tolist()) for r in range(3)]
-    assert sum(len(p) for p in parts) == 102 and len(set().union(*parts)) == 102
-    assert not epoch_indices(103, 3, 0, 0, 0).tolist() == epoch_indices(103, 3, 0, 0, 1).tolist()
-    assert sorted(sum((eval_indices(103, 3, r).tolist() for r in range(3)), [])) == list(range(103))
 
 
 def test_unknown_model_is_named():

@@ -195,12 +195,16 @@ class Context:
         return self._extra[key]
 
     def close(self) -> None:
-        """Free sub-communicators, torch process groups and the watchdog."""
+        """Free sub-communicators, torch process groups, cached requests and the watchdog."""
         group = self._extra.pop("gloo-group", None)
         if group is not None:
             import torch.distributed as dist
 
             dist.destroy_process_group()
+        for value in self._extra.values():  # cached persistent requests and the like
+            if hasattr(value, "free"):
+                value.free()
+        self._extra.clear()
         for sub in self._subs.values():
             sub.Free()
         self._subs.clear()

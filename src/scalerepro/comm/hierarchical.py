@@ -26,7 +26,7 @@ def hierarchical_allreduce(buf: np.ndarray, ctx: Context) -> None:
     ctx.cached("hierarchical-layout", lambda: node_layout(ctx))
     node = ctx.node()
     across = ctx.split("hierarchical-across", node.rank, ctx.rank)
-    plan = plan_for(ctx, node, "node", buf.size)
+    plan = plan_for(ctx, node, "node", buf.size, buf.itemsize)
     shard = reduce_scatter(buf, node, plan, ctx.scratch(buf.dtype, plan.width))
     if across.size > 1:
         across.Allreduce(MPI.IN_PLACE, shard, op=MPI.SUM)

@@ -10,6 +10,7 @@ at a time, so memory is bounded by one image, not the dataset.
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import io
 import time
@@ -28,6 +29,7 @@ IMAGE_SUFFIXES = {".jpeg", ".jpg", ".png"}
 REENCODE_QUALITY = 95
 JPEG_MAGIC = b"\xff\xd8\xff"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+SOLUTION = "LOC_val_solution.csv"
 
 
 @dataclass(frozen=True)
@@ -60,11 +62,17 @@ def read_classes(root: Path) -> list[dict[str, Any]]:
 
 
 def list_samples(root: Path, split: str, classes: list[dict[str, Any]]) -> list[Sample]:
-    """Every image of ``split`` in sorted order; empty class folders and stray classes are errors."""
+    """Every image of ``split`` in sorted order; empty class folders and stray classes are errors.
+
+    ``split/<wnid>/*.JPEG`` is read by folder; a flat ``val/*.JPEG`` (as the
+    ILSVRC-2012 archive unpacks) takes its labels from ``LOC_val_solution.csv``.
+    """
     folder = root / split
     if not folder.is_dir():
         raise UserError(f"{root} has no {split}/ folder; expected {split}/<wnid>/*.JPEG")
     known = {c["wnid"]: c["index"] for c in classes}
+    if not any(p.is_dir() for p in folder.iterdir()) and any(p.is_file() for p in folder.iterdir()):
+        return _flat_samples(root, folder, known)
     stray = sorted(p.name for p in folder.iterdir() if p.is_dir() and p.name not in known)
     if stray:
         raise UserError(f"{folder} has class folders not in train/: {', '.join(stray[:5])}; the splits must share classes")
@@ -76,6 +84,41 @@ def list_samples(root: Path, split: str, classes: list[dict[str, Any]]) -> list[
         if not images:
             raise UserError(f"class folder {class_dir} holds no images; remove the class or add its images")
         samples.extend(Sample(str(p.relative_to(root)), label) for p in images)
+    return samples
+
+
+def read_solution(path: Path) -> dict[str, str]:
+    """ImageId -> wnid from an ILSVRC ``LOC_val_solution.csv`` (first synset of each PredictionString)."""
+    labels: dict[str, str] = {}
+    with open(path, newline="") as fh:
+        reader = csv.reader(fh)
+        header = next(reader, None)
+        if header != ["ImageId", "PredictionString"]:
+            raise UserError(f"{path}: expected the header ImageId,PredictionString, found {header}")
+        for line, row in enumerate(reader, start=2):
+            if len(row) != 2 or not row[1].split():
+                raise UserError(f"{path} line {line}: expected ImageId,PredictionString (wnid x y x y ...)")
+            labels[row[0]] = row[1].split()[0]
+    return labels
+
+
+def _flat_samples(root: Path, folder: Path, known: dict[str, int]) -> list[Sample]:
+    """A flat split folder, labelled by ``LOC_val_solution.csv`` beside it or in ``root``."""
+    solution = next((p for p in (root / SOLUTION, folder.parent / SOLUTION) if p.is_file()), None)
+    if solution is None:
+        raise UserError(f"{folder} holds images but no class folders; put {SOLUTION} (ImageId,PredictionString) "
+                        f"in {root}, or sort the images into {folder}/<wnid>/")
+    labels = read_solution(solution)
+    samples = []
+    for p in sorted(q for q in folder.iterdir() if q.is_file() and q.suffix.lower() in IMAGE_SUFFIXES):
+        wnid = labels.get(p.stem)
+        if wnid is None:
+            raise UserError(f"{p}: no row for {p.stem} in {solution}; add its label or remove the file")
+        if wnid not in known:
+            raise UserError(f"{p}: {solution} labels it {wnid}, which is not a class folder of train/")
+        samples.append(Sample(str(p.relative_to(root)), known[wnid]))
+    if not samples:
+        raise UserError(f"{folder} holds no .JPEG/.jpg/.png images")
     return samples
 
 

@@ -2,7 +2,9 @@
 
 Launched with the same launcher as training (``mpiexec -n N`` or
 ``srun --mpi=pmi2``); ranks are grouped by node through MPI's shared-memory
-split and the first rank of each node copies, the others wait. Each shard
+split and the first rank of each node copies just the shards its node's
+ranks read (shard k on node k mod nodes), the others wait. Free capacity
+for every split is checked before the first byte is copied. Each shard
 is copied to a temporary name, verified against the manifest's sha256 and
 only then renamed, so a half-copied shard is never taken as valid; a shard
 already present and verified is skipped, so a warm node starts fast.
@@ -14,12 +16,14 @@ import os
 import shutil
 import socket
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from scalerepro.data.loader import node_shards
 from scalerepro.data.shards import MANIFEST, read_manifest, sha256_file
 from scalerepro.errors import UserError
-from scalerepro.mpi import agree, node_comm
+from scalerepro.mpi import agree, node_layout
 
 
 def staged_folder(root: str, manifest: dict[str, Any]) -> Path:
@@ -48,33 +52,61 @@ def check_capacity(dest: Path, needed: int) -> None:
         )
 
 
-def stage_split(shard_dir: Path, root: str) -> dict[str, Any]:
-    """Copy one split's shards from ``shard_dir`` into node memory; return what was done."""
-    t0 = time.perf_counter()
+@dataclass
+class Plan:
+    """One split on one node: where it goes, which of the node's shards are there and which to copy."""
+
+    shard_dir: Path
+    manifest: dict[str, Any]
+    dest: Path
+    present: list[dict[str, Any]]
+    missing: list[dict[str, Any]]
+
+
+def plan_split(shard_dir: Path, root: str, node: int = 0, nodes: int = 1) -> Plan:
+    """What staging one split onto node ``node`` of ``nodes`` needs (shard k goes to node k mod nodes)."""
     manifest = read_manifest(shard_dir)
     dest = staged_folder(root, manifest)
-    present = [e for e in manifest["shards"] if _verified(dest / e["file"], e)]
-    missing = [e for e in manifest["shards"] if e not in present]
-    check_capacity(dest, sum(e["bytes"] for e in missing))
-    dest.mkdir(parents=True, exist_ok=True)
-    for entry in missing:
-        src, final = Path(shard_dir) / entry["file"], dest / entry["file"]
-        tmp = dest / f".{entry['file']}.{os.getpid()}.partial"
+    mine = [manifest["shards"][k] for k in node_shards(len(manifest["shards"]), node, nodes)]
+    present = [e for e in mine if _verified(dest / e["file"], e)]
+    return Plan(Path(shard_dir), manifest, dest, present, [e for e in mine if e not in present])
+
+
+def copy_split(plan: Plan) -> dict[str, Any]:
+    """Copy a planned split's missing shards (temporary name, verify, rename), then its manifest."""
+    t0 = time.perf_counter()
+    plan.dest.mkdir(parents=True, exist_ok=True)
+    for entry in plan.missing:
+        src, final = plan.shard_dir / entry["file"], plan.dest / entry["file"]
+        tmp = plan.dest / f".{entry['file']}.{os.getpid()}.partial"
         shutil.copyfile(src, tmp)
         if not _verified(tmp, entry):
             tmp.unlink(missing_ok=True)
             raise UserError(f"{src} does not match its manifest entry (sha256/size); re-run `scalerepro shard`")
         os.replace(tmp, final)
-    shutil.copyfile(Path(shard_dir) / MANIFEST, dest / f".{MANIFEST}.partial")
-    os.replace(dest / f".{MANIFEST}.partial", dest / MANIFEST)
+    shutil.copyfile(plan.shard_dir / MANIFEST, plan.dest / f".{MANIFEST}.partial")
+    os.replace(plan.dest / f".{MANIFEST}.partial", plan.dest / MANIFEST)
     return {
-        "split": manifest["split"],
-        "dest": str(dest),
-        "copied": len(missing),
-        "already_present": len(present),
-        "bytes_copied": sum(e["bytes"] for e in missing),
+        "split": plan.manifest["split"],
+        "dest": str(plan.dest),
+        "shards": [e["file"] for e in plan.present + plan.missing],
+        "copied": len(plan.missing),
+        "already_present": len(plan.present),
+        "bytes_copied": sum(e["bytes"] for e in plan.missing),
         "seconds": round(time.perf_counter() - t0, 4),
     }
+
+
+def stage_splits(shard_dirs: list[Path], root: str, node: int = 0, nodes: int = 1) -> list[dict[str, Any]]:
+    """Stage this node's shards of every split; capacity for all of them is checked before any copy."""
+    plans = [plan_split(d, root, node, nodes) for d in shard_dirs]
+    check_capacity(plans[0].dest, sum(e["bytes"] for p in plans for e in p.missing))
+    return [copy_split(p) for p in plans]
+
+
+def stage_split(shard_dir: Path, root: str, node: int = 0, nodes: int = 1) -> dict[str, Any]:
+    """Stage one split (see :func:`stage_splits`)."""
+    return stage_splits([shard_dir], root, node, nodes)[0]
 
 
 def clean(root: str) -> list[str]:
@@ -90,16 +122,16 @@ def clean(root: str) -> list[str]:
 
 def stage_on_nodes(comm: Any, shard_dirs: list[Path], root: str) -> dict[str, Any]:
     """Stage every split on every node (first rank per node copies); the record is complete on rank 0."""
-    node = node_comm(comm)
-    done = agree(comm, lambda: [stage_split(d, root) for d in shard_dirs] if node.rank == 0 else None)
-    gathered = comm.gather({"host": socket.gethostname(), "splits": done}, root=0) or []
+    at = node_layout(comm)
+    done = agree(comm, lambda: stage_splits(shard_dirs, root, at.node, at.nodes) if at.local_rank == 0 else None)
+    gathered = comm.gather({"host": socket.gethostname(), "node": at.node, "splits": done}, root=0) or []
     return {"nodes": [g for g in gathered if g["splits"] is not None], "world_size": comm.size, "root": root}
 
 
 def clean_on_nodes(comm: Any, root: str) -> list[str]:
     """Remove the staged folders on every node (first rank per node)."""
-    node = node_comm(comm)
-    return agree(comm, lambda: clean(root) if node.rank == 0 else [])
+    first_on_node = node_layout(comm).local_rank == 0
+    return agree(comm, lambda: clean(root) if first_on_node else [])
 
 
 def describe(record: dict[str, Any]) -> str:

@@ -57,6 +57,7 @@ class SynthSpec:
     min_size: int = 64
     max_size: int = 500
     quirks_per_kind: int = 3
+    quality: int | None = None  # JPEG quality of every image; None: drawn per image from 75-95
 
     def __post_init__(self) -> None:
         """Check ranges; errors name the field and the allowed values."""
@@ -70,6 +71,8 @@ class SynthSpec:
             )
         if self.quirks_per_kind < 0:
             raise UserError(f"dataset.quirks_per_kind={self.quirks_per_kind}: must be >= 0")
+        if self.quality is not None and not 1 <= self.quality <= 100:
+            raise UserError(f"dataset quality={self.quality}: must be between 1 and 100")
         if not self.name or "/" in self.name:
             raise UserError(f"dataset.name={self.name!r}: must be a non-empty folder name")
 
@@ -213,14 +216,15 @@ def generate(spec: SynthSpec, root: Path, progress: Callable[[int, int], None] |
     for done, (split, cls, index) in enumerate(_items(spec), start=1):
         folder = work / split / CLASSES[cls][0]
         folder.mkdir(parents=True, exist_ok=True)
-        quality = int(_rng(spec, split, cls, index + 1_000_000).integers(75, 96))
+        quality = spec.quality or int(_rng(spec, split, cls, index + 1_000_000).integers(75, 96))
         data = encode(render(spec, split, cls, index), quirk_of(spec, split, cls, index), quality)
         (folder / file_name(spec, split, cls, index)).write_bytes(data)
         if progress:
             progress(done, total)
     mapping = "".join(f"{wnid} {name}\n" for wnid, name in CLASSES[: spec.classes])
     write_bytes_atomic(work / "LOC_synset_mapping.txt", mapping.encode())
-    meta = {"generator_version": GENERATOR_VERSION, "spec": asdict(spec)}
+    # options left unset are omitted, so datasets made before an option existed keep their bytes
+    meta = {"generator_version": GENERATOR_VERSION, "spec": {k: v for k, v in asdict(spec).items() if v is not None}}
     write_bytes_atomic(work / "dataset.json", (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode())
     if final.exists():
         shutil.rmtree(final)

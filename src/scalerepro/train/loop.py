@@ -22,10 +22,11 @@ from torch import nn
 from scalerepro.comm.context import Context
 from scalerepro.comm.registry import allreduce, get
 from scalerepro.config import Config, TrainConfig
-from scalerepro.data.loader import ShardDataset, batches, epoch_indices, eval_indices, eval_transform, train_transform
+from scalerepro.data.augment import EvalPipeline, TrainPipeline
+from scalerepro.data.loader import ShardDataset, batches, epoch_indices, eval_indices
 from scalerepro.errors import UserError
 from scalerepro.io import write_json_atomic
-from scalerepro.mpi import hosts, node_comm, on_root
+from scalerepro.mpi import Layout, hosts, node_comm, node_layout, on_root
 from scalerepro.provenance import argv, versions
 from scalerepro.train.events import EventLog
 from scalerepro.train.model import build
@@ -40,7 +41,6 @@ class RunSpec:
     train_dir: Path
     val_dir: Path
     out: Path
-    workers: int = 0
 
     @property
     def train(self) -> TrainConfig:
@@ -112,13 +112,17 @@ def broadcast_parameters(model: nn.Module, comm: MPI.Intracomm) -> None:
         comm.Bcast(t.detach().numpy(), root=0)
 
 
-def evaluate(model: nn.Module, data: ShardDataset, spec: RunSpec, comm: MPI.Intracomm) -> tuple[float, float, int]:
+def evaluate(model: nn.Module, data: ShardDataset, spec: RunSpec, layout: Layout,
+             comm: MPI.Intracomm) -> tuple[float, float, int]:
     """Top-1, top-5 over the whole val split: every sample once, [correct1, correct5, count] summed."""
     model.eval()
     counts = np.zeros(3, dtype=np.float64)
-    idx = eval_indices(len(data), comm.size, comm.rank)
+    lc = spec.config.loader
+    pipeline = EvalPipeline(spec.train.image_size, lc.eval_crop_fraction)
     with torch.no_grad():
-        for x, y in batches(data, idx, 2 * spec.train.batch_per_rank, spec.workers, 0):
+        for x, y, _ in batches(data, eval_indices(data.local_ids(), layout), 2 * spec.train.batch_per_rank, pipeline,
+                               spec.train.image_size, seed=0, epoch=0, workers=lc.workers, drop_last=False,
+                               prefetch=lc.prefetch):
             top = model(x).topk(min(5, model_outputs(model)), dim=1).indices
             counts += [(top[:, 0] == y).sum().item(), (top == y[:, None]).any(1).sum().item(), len(y)]
     comm.Allreduce(MPI.IN_PLACE, counts, op=MPI.SUM)
@@ -167,11 +171,14 @@ def _train(spec: RunSpec, ctx: Context, log: EventLog) -> dict[str, Any]:
     cfg, world = spec.train, comm.size
     log.start("run_start", algorithm=spec.algorithm, world_size=world)
     t_start = time.perf_counter()
-    train_data = ShardDataset(spec.train_dir, train_transform(cfg.image_size, cfg.seed))
-    val_data = ShardDataset(spec.val_dir, eval_transform(cfg.image_size))
+    layout, lc = node_layout(comm), spec.config.loader
+    train_data = ShardDataset(spec.train_dir, layout.node, layout.nodes)
+    val_data = ShardDataset(spec.val_dir, layout.node, layout.nodes)
+    pipeline = TrainPipeline(cfg.image_size, lc.crop_scale)
     classes = len(train_data.manifest["classes"])
-    if len(train_data) < world:
-        raise UserError(f"{len(train_data)} training samples cannot feed {world} ranks; use fewer ranks")
+    per_rank = len(epoch_indices(train_data.counts, layout, cfg.seed, 0))
+    if per_rank == 0:
+        raise UserError(f"{train_data.total} training samples cannot feed {world} ranks; use fewer ranks")
     torch.manual_seed(cfg.seed)
     model = build(cfg.model, classes, cfg.width)
     broadcast_parameters(model, comm)
@@ -179,19 +186,19 @@ def _train(spec: RunSpec, ctx: Context, log: EventLog) -> dict[str, Any]:
     buckets = Buckets(params, int(cfg.bucket_mib * 2**20))
     opt = torch.optim.SGD(param_groups(model, cfg.weight_decay), lr=cfg.base_lr, momentum=cfg.momentum, nesterov=True)
     loss_fn = nn.CrossEntropyLoss(label_smoothing=cfg.label_smoothing)
-    per_rank = len(train_data) // world
     steps_per_epoch = math.ceil(per_rank / cfg.batch_per_rank)
-    for key, value in (("global_batch_size", world * cfg.batch_per_rank), ("train_samples", len(train_data)),
-                       ("eval_samples", len(val_data)), ("opt_base_learning_rate", peak_lr(cfg, world))):
+    for key, value in (("global_batch_size", world * cfg.batch_per_rank), ("train_samples", train_data.total),
+                       ("eval_samples", val_data.total), ("opt_base_learning_rate", peak_lr(cfg, world))):
         log.emit(key, value)
     step, reached = 0, None
     evals = []
     for epoch in range(cfg.epochs):
         log.start("epoch_start", epoch, epoch_num=epoch)
-        torch.manual_seed(cfg.seed * 100_003 + epoch * 1009 + comm.rank)
-        idx = epoch_indices(len(train_data), world, comm.rank, cfg.seed, epoch)
+        idx = epoch_indices(train_data.counts, layout, cfg.seed, epoch)
+        loader = batches(train_data, idx, cfg.batch_per_rank, pipeline, cfg.image_size, seed=cfg.seed, epoch=epoch,
+                         workers=lc.workers, drop_last=False, prefetch=lc.prefetch)
         t_epoch, images = time.perf_counter(), 0
-        for wait, (x, y) in timed(batches(train_data, idx, cfg.batch_per_rank, spec.workers, cfg.seed + epoch)):
+        for wait, (x, y, _) in timed(loader):
             lr = learning_rate(cfg, world, step, steps_per_epoch)
             for group in opt.param_groups:
                 group["lr"] = lr
@@ -210,7 +217,7 @@ def _train(spec: RunSpec, ctx: Context, log: EventLog) -> dict[str, Any]:
             step += 1
         seconds = time.perf_counter() - t_epoch
         log.end("epoch_stop", epoch, epoch_num=epoch, seconds=seconds, images=images, images_per_s=images / seconds)
-        top1, top5, n = evaluate(model, val_data, spec, comm)
+        top1, top5, n = evaluate(model, val_data, spec, layout, comm)
         log.emit("eval_accuracy", top1, epoch_num=epoch, top5=top5, samples=n)
         evals.append({"epoch": epoch, "top1": top1, "top5": top5})
         if reached is None and top1 >= cfg.target_top1:

@@ -69,3 +69,19 @@ def test_stage_cli_under_mpi(run_mpi, tiny_shards, tmp_path):
     record = json.loads((tmp_path / "stage.json").read_text())
     assert record["world_size"] == 2 and len(record["nodes"]) == 1  # one copier per node
     assert [s["copied"] for s in record["nodes"][0]["splits"]] == [4, 2], proc.stderr
+
+
+def test_each_node_copies_only_its_shards(tiny_shards, tmp_path):
+    first = stage.stage_split(tiny_shards / "train", str(tmp_path / "a"), node=1, nodes=2)
+    assert first["shards"] == ["shard-00001.srs", "shard-00003.srs"] and first["copied"] == 2
+    staged = sorted(p.name for p in (tmp_path / "a" / first["dest"]).glob("*.srs"))
+    assert staged == first["shards"]
+
+
+def test_capacity_is_checked_for_every_split_before_any_copy(tiny_shards, tmp_path, monkeypatch):
+    usage = namedtuple("usage", "total used free")
+    need_train = sum(e["bytes"] for e in read_manifest(tiny_shards / "train")["shards"])
+    monkeypatch.setattr(stage.shutil, "disk_usage", lambda p: usage(10**12, 0, need_train + 10))
+    with pytest.raises(UserError, match="needs"):
+        stage.stage_splits([tiny_shards / "train", tiny_shards / "val"], str(tmp_path / "shm"))
+    assert not list((tmp_path / "shm").rglob("*.srs"))  # train alone would fit, but nothing was copied

@@ -49,6 +49,9 @@ def test_defaults_validate_against_their_own_schema():
         ({"dataset": {"min_size": 400, "max_size": 100}}, "dataset.min_size (400) exceeds dataset.max_size"),
         ({"bench": {"min_bytes": 64, "max_bytes": 8}}, "bench.min_bytes (64) exceeds bench.max_bytes"),
         ({"train": {"ranks": []}}, "train.ranks"),
+        ({"loader": {"crop_scale": [0.9, 0.2]}}, "loader.crop_scale: [0.9, 0.2] is not [min, max]"),
+        ({"loader": {"crop_scale": [0.0, 1.0]}}, "loader.crop_scale.0"),
+        ({"loader": {"workers": -1}}, "loader.workers"),
     ],
 )
 def test_bad_config_names_the_key(raw, named):

@@ -275,7 +275,7 @@ def cmd_cost_model(args: argparse.Namespace) -> None:
     topos = [Topology("fattree", args.ranks_per_node, args.link_gbps, args.latency_us, args.rails, args.intra_gbps,
                       args.intra_latency_us),
              Topology("torus2d", 1, args.torus_link_gbps, args.torus_latency_us)]
-    ranks = [int(x) for x in args.ranks.split(",")]
+    ranks = list(_int_list(args.ranks, "--ranks"))
     proj = projection(chosen, topos, ranks, args.bytes, args.colors)
     print(f"{'algorithm':>15} {'regime':>14} {'alpha(us)':>10} {'beta(GB/s)':>11} {'gamma(GB/s)':>12} {'points':>7} "
           f"{'median|res|':>11} {'max|res|':>9}", file=sys.stderr)

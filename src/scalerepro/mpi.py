@@ -45,10 +45,12 @@ class Layout:
 def node_layout(comm: MPI.Intracomm) -> Layout:
     """This rank's :class:`Layout`: nodes numbered by their first rank, ranks by their world rank."""
     node = node_comm(comm)
+    local_rank = node.rank
     first = comm.allgather(node.allgather(comm.rank)[0])
+    node.Free()
     leaders = sorted(set(first))
     sizes = tuple(first.count(r) for r in leaders)
-    return Layout(node=leaders.index(first[comm.rank]), local_rank=node.rank, ranks_per_node=sizes)
+    return Layout(node=leaders.index(first[comm.rank]), local_rank=local_rank, ranks_per_node=sizes)
 
 
 def hosts(comm: MPI.Intracomm) -> list[str]:

@@ -103,15 +103,20 @@ class ShardDataset:
 
 def epoch_indices(counts: np.ndarray, layout: Layout, seed: int, epoch: int) -> np.ndarray:
     """This rank's global sample ids for ``epoch``: its node's part of one permutation of all samples."""
-    if len(counts) % layout.nodes:
-        raise UserError(f"{len(counts)} training shards do not divide evenly over {layout.nodes} nodes, so some "
-                        "samples would be left out of every epoch; set shard.train_shards to a multiple of the node count")
+    per_rank = samples_per_rank(counts, layout)
     starts = np.concatenate([[0], np.cumsum(counts)])
     order = np.random.default_rng([seed, epoch]).permutation(int(starts[-1]))
     node_of = (np.searchsorted(starts, order, side="right") - 1) % layout.nodes
-    per_node = np.bincount(node_of, minlength=layout.nodes)
-    per_rank = int(min(n // r for n, r in zip(per_node, layout.ranks_per_node)))
     return order[node_of == layout.node][layout.local_rank::layout.local_size][:per_rank]
+
+
+def samples_per_rank(counts: np.ndarray, layout: Layout) -> int:
+    """Samples every rank takes per epoch: the least any node's ranks can share equally."""
+    if len(counts) % layout.nodes:
+        raise UserError(f"{len(counts)} training shards do not divide evenly over {layout.nodes} nodes, so some "
+                        "samples would be left out of every epoch; set shard.train_shards to a multiple of the node count")
+    per_node = [int(np.sum(counts[node_shards(len(counts), j, layout.nodes)])) for j in range(layout.nodes)]
+    return min(n // r for n, r in zip(per_node, layout.ranks_per_node))
 
 
 def eval_indices(ids: np.ndarray, layout: Layout) -> np.ndarray:

@@ -103,9 +103,9 @@ def read_solution(path: Path) -> dict[str, str]:
 
 
 def _flat_samples(root: Path, folder: Path, known: dict[str, int]) -> list[Sample]:
-    """A flat split folder, labelled by ``LOC_val_solution.csv`` beside it or in ``root``."""
-    solution = next((p for p in (root / SOLUTION, folder.parent / SOLUTION) if p.is_file()), None)
-    if solution is None:
+    """A flat split folder, labelled by ``LOC_val_solution.csv`` in ``root`` (beside ``train/``)."""
+    solution = root / SOLUTION
+    if not solution.is_file():
         raise UserError(f"{folder} holds images but no class folders; put {SOLUTION} (ImageId,PredictionString) "
                         f"in {root}, or sort the images into {folder}/<wnid>/")
     labels = read_solution(solution)

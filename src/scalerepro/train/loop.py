@@ -23,7 +23,7 @@ from scalerepro.comm.context import Context
 from scalerepro.comm.registry import allreduce, get
 from scalerepro.config import Config, TrainConfig
 from scalerepro.data.augment import EvalPipeline, TrainPipeline
-from scalerepro.data.loader import ShardDataset, batches, epoch_indices, eval_indices
+from scalerepro.data.loader import ShardDataset, batches, epoch_indices, eval_indices, samples_per_rank
 from scalerepro.errors import UserError
 from scalerepro.io import write_json_atomic
 from scalerepro.mpi import Layout, hosts, node_comm, node_layout, on_root
@@ -176,7 +176,7 @@ def _train(spec: RunSpec, ctx: Context, log: EventLog) -> dict[str, Any]:
     val_data = ShardDataset(spec.val_dir, layout.node, layout.nodes)
     pipeline = TrainPipeline(cfg.image_size, lc.crop_scale)
     classes = len(train_data.manifest["classes"])
-    per_rank = len(epoch_indices(train_data.counts, layout, cfg.seed, 0))
+    per_rank = samples_per_rank(train_data.counts, layout)
     if per_rank == 0:
         raise UserError(f"{train_data.total} training samples cannot feed {world} ranks; use fewer ranks")
     torch.manual_seed(cfg.seed)

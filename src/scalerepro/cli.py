@@ -140,9 +140,10 @@ def _staged_dir(shards: Path, split: str, stage_root: str, direct: bool) -> Path
     return dest
 
 
-def cmd_train(args: argparse.Namespace) -> None:
-    """Run one training run on all ranks."""
+def cmd_train(args: argparse.Namespace) -> int:
+    """Run (or resume) one training run on all ranks; 128 + signal after a preemption checkpoint."""
     from scalerepro.mpi import on_root, world
+    from scalerepro.train.checkpoint import Preempted
     from scalerepro.train.loop import RunSpec, run
 
     cfg = _config(args)
@@ -154,12 +155,17 @@ def cmd_train(args: argparse.Namespace) -> None:
         val_dir=_staged_dir(shards, "val", cfg.stage.root, args.no_stage),
         out=Path(args.out),
     )
-    record = run(spec, world())
+    try:
+        record = run(spec, world())
+    except Preempted as exc:
+        on_root(world(), lambda: print(f"scalerepro train: {exc}", file=sys.stderr, flush=True))
+        return 128 + exc.signum
     final = record["final"] or {}
     on_root(world(), lambda: print(
         f"train {spec.algorithm} x{record['world_size']}: top-1 {final.get('top1', float('nan')):.3f} after "
         f"{record['config']['train']['epochs']} epochs, {record['seconds']:.1f} s, status {record['status']}",
         file=sys.stderr))
+    return 0
 
 
 def cmd_bench(args: argparse.Namespace) -> None:
@@ -357,7 +363,8 @@ def parser() -> argparse.ArgumentParser:
     _add_config_flags(s)
     s.add_argument("--algo", required=True, help="all-reduce algorithm for the gradients")
     s.add_argument("--shards", required=True, metavar="DIR", help="folder with train/ and val/ shard folders")
-    s.add_argument("--out", required=True, metavar="DIR", help="run directory (events.jsonl, run.json)")
+    s.add_argument("--out", required=True, metavar="DIR",
+                   help="run directory (events.jsonl, run.json, checkpoint.pt); a checkpoint there is resumed from")
     s.add_argument("--no-stage", action="store_true", help="read the shard folder directly instead of the staged copy")
     s.set_defaults(fn=cmd_train)
 
@@ -433,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: run the command; bad input exits 2 with one clear message and no traceback."""
     args = parser().parse_args(argv)
     try:
-        args.fn(args)
+        code = args.fn(args)
     except UserError as exc:
         print(f"scalerepro {args.command}: error: {exc}", file=sys.stderr, flush=True)
         _abort_world(2)
@@ -445,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.flush()
         _abort_world(1)
         raise
-    return 0
+    return code or 0
 
 
 def _abort_world(code: int) -> None:

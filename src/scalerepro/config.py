@@ -80,6 +80,27 @@ class TrainConfig:
     seed: int
     threads_per_rank: int
     bucket_mib: float
+    overlap: bool
+    optimizer: str
+    nesterov: bool
+    lars_eta: float
+    lr_schedule: str
+    poly_power: float
+    decay_epochs: tuple[float, ...]
+    decay_factor: float
+    bn_group: int | str
+    eval_every: int
+    checkpoint_every: int
+    device: str
+    bf16: bool
+
+    def bn_group_size(self, world: int) -> int:
+        """Ranks per batch-norm group at ``world`` ranks; the error names the key and the counts that fit."""
+        group = world if self.bn_group == "world" else int(self.bn_group)
+        if world % group:
+            fits = [g for g in range(1, world + 1) if world % g == 0]
+            raise UserError(f"train.bn_group={self.bn_group} does not divide {world} ranks; use one of {fits} or 'world'")
+        return group
 
 
 @dataclass(frozen=True)
@@ -214,10 +235,23 @@ def _check_cross_fields(data: Mapping[str, Any]) -> None:
     low, high = data["loader"]["crop_scale"]
     if low > high:
         raise UserError(f"invalid configuration:\n  loader.crop_scale: [{low}, {high}] is not [min, max]; put the smaller first")
+    _check_train(data["train"])
     if bench["min_bytes"] > bench["max_bytes"]:
         raise UserError(
             f"invalid configuration:\n  bench.min_bytes ({bench['min_bytes']}) exceeds bench.max_bytes ({bench['max_bytes']})"
         )
+
+
+def _check_train(train: Mapping[str, Any]) -> None:
+    """The BN group divides every rank count; nccl needs a GPU device."""
+    group = train["bn_group"]
+    if group != "world":
+        bad = [r for r in train["ranks"] if r % group]
+        if bad:
+            raise UserError(f"invalid configuration:\n  train.bn_group ({group}) does not divide train.ranks {bad}; "
+                            f"use a divisor of every rank count, 1 (local) or 'world'")
+    if "nccl" in train["algorithms"] and train["device"] == "cpu":
+        raise UserError("invalid configuration:\n  train.algorithms: nccl needs train.device cuda or auto, not cpu")
 
 
 def _section(cls: type, data: Mapping[str, Any]) -> Any:

@@ -9,7 +9,8 @@ import torch
 
 from scalerepro.config import from_mapping
 from scalerepro.train.events import read_events
-from scalerepro.train.loop import Buckets, learning_rate, param_groups, peak_lr
+from scalerepro.train.buckets import Buckets
+from scalerepro.train.optim import learning_rate, param_groups, peak_lr
 from scalerepro.train.model import build
 
 
@@ -25,7 +26,7 @@ def test_lr_scales_warms_up_and_decays():
 def test_buckets_cover_every_parameter_once_in_reverse_order():
     model = build("resnet8", 10, 8)
     params = list(model.parameters())
-    buckets = Buckets(params, cap_bytes=4096)
+    buckets = Buckets(params, cap_bytes=4096, reduce=lambda t: None, world=1)
     flat = [p for g in buckets.groups for p in g]
     assert len(buckets.groups) > 1 and [id(p) for p in flat] == [id(p) for p in reversed(params)]
 

@@ -196,7 +196,7 @@ class Context:
 
     def close(self) -> None:
         """Free sub-communicators, torch process groups, cached requests and the watchdog."""
-        group = self._extra.pop("gloo-group", None)
+        group = self._extra.pop("torch-group", None)
         if group is not None:
             import torch.distributed as dist
 

@@ -27,21 +27,24 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def process_group(ctx: Context) -> Any:
-    """A gloo group over the context's ranks (made once, then cached)."""
+def process_group(ctx: Context, backend: str = "gloo") -> Any:
+    """A torch.distributed group over the context's ranks on ``backend`` (gloo, or nccl for CUDA), made once."""
     import torch.distributed as dist  # imported here: torch in the process slows MPI's small messages
 
-    def make() -> Any:
+    def make() -> tuple[str, Any]:
         host = os.environ.get("SCALEREPRO_GLOO_HOST") or socket.gethostname()
         addr, port = ctx.comm.bcast((host, _free_port()) if ctx.rank == 0 else None, root=0)
         timeout = datetime.timedelta(seconds=ctx.params.timeout_s)
         if dist.is_initialized():
-            raise UserError("torch.distributed is already initialised in this process; gloo all-reduce makes its own group")
-        dist.init_process_group("gloo", init_method=f"tcp://{addr}:{port}", rank=ctx.rank, world_size=ctx.size,
+            raise UserError(f"torch.distributed is already initialised in this process; {backend} makes its own group")
+        dist.init_process_group(backend, init_method=f"tcp://{addr}:{port}", rank=ctx.rank, world_size=ctx.size,
                                 timeout=timeout)
-        return dist.group.WORLD
+        return backend, dist.group.WORLD
 
-    return ctx.cached("gloo-group", make)
+    made, group = ctx.cached("torch-group", make)
+    if made != backend:
+        raise UserError(f"this context already has a torch.distributed {made} group; {backend} needs its own context")
+    return group
 
 
 @register("gloo")

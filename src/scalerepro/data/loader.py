@@ -20,6 +20,7 @@ its way to the trainer.
 from __future__ import annotations
 
 import math
+import signal
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
@@ -181,5 +182,11 @@ def batches(data: ShardDataset, ids: np.ndarray, batch: int, pipeline: Pipeline,
 
 
 def _one_thread(worker_id: int) -> None:
-    """A worker normalises with one torch thread: the workers themselves are the parallelism."""
+    """A worker normalises with one torch thread (the workers are the parallelism) and ignores stop signals.
+
+    SLURM signals every process of a job step; the training process turns SIGTERM/SIGUSR1 into a
+    checkpoint, and its workers must live until it has written it (they exit with it).
+    """
     torch.set_num_threads(1)
+    for s in (signal.SIGTERM, signal.SIGUSR1):
+        signal.signal(s, signal.SIG_IGN)

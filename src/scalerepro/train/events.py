@@ -15,20 +15,40 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from scalerepro.io import write_text_atomic
+
 NAMESPACE = "scalerepro"
 
 
 class EventLog:
     """Append-only JSON-lines events; a no-op on ranks other than 0."""
 
-    def __init__(self, path: Path, enabled: bool) -> None:
-        """Open ``path``.partial for writing when enabled."""
+    def __init__(self, path: Path, enabled: bool, resume: bool = False) -> None:
+        """Open ``path``.partial for writing when enabled; when resuming, keep the earlier segments' events."""
         self.path = Path(path)
         self.partial = self.path.with_name(self.path.name + ".partial")
         self._fh: TextIO | None = None
         if enabled:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh = open(self.partial, "w", buffering=1)
+            if resume:
+                self._carry_over()
+            self._fh = open(self.partial, "a" if resume else "w", buffering=1)
+
+    def _carry_over(self) -> None:
+        """Earlier segments' events into the partial log, their run_stop renamed run_interrupted.
+
+        A resumed run's finished log then has one run_start and one run_stop, as a reader expects.
+        """
+        source = self.partial if self.partial.exists() else self.path
+        if not source.exists():
+            return
+        events = read_events(source)
+        for e in events:
+            if e["key"] == "run_stop":
+                e["key"] = "run_interrupted"
+        write_text_atomic(self.partial, "".join(json.dumps(e, sort_keys=True) + "\n" for e in events))
+        if source == self.path:
+            self.path.unlink()
 
     def emit(self, key: str, value: Any = None, event_type: str = "POINT_IN_TIME", **metadata: Any) -> None:
         """Write one event line."""

@@ -1,0 +1,133 @@
+"""Checkpoints written atomically, resumed from, and preemption signals turned into a clean stop.
+
+A checkpoint holds rank 0's parameters and optimizer state (identical on
+every rank), every rank's batch-norm buffers (running statistics differ
+between ranks unless batch norm is global), and where the run is: the
+next batch of the current epoch, the global step, the elapsed seconds
+and the evaluations so far. Augmentation is a function of (seed, epoch,
+sample), so resuming at a batch boundary replays exactly the batches an
+uninterrupted run would have seen.
+"""
+
+from __future__ import annotations
+
+import io
+import signal
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import numpy as np
+import torch
+from mpi4py import MPI
+from torch import nn
+
+from scalerepro.errors import UserError
+from scalerepro.io import write_bytes_atomic
+
+CHECKPOINT = "checkpoint.pt"
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+
+
+@dataclass
+class Progress:
+    """Where a run is: the next (epoch, batch), the global step, elapsed seconds, evaluations, target reached."""
+
+    epoch: int = 0
+    batch: int = 0
+    step: int = 0
+    elapsed_s: float = 0.0
+    evals: list[dict[str, Any]] = field(default_factory=list)
+    reached: dict[str, Any] | None = None
+
+
+def _buffers(model: nn.Module) -> dict[str, torch.Tensor]:
+    """This rank's buffers (batch-norm running statistics), on the CPU."""
+    return {name: t.detach().cpu() for name, t in model.named_buffers()}
+
+
+def save(path: Path, model: nn.Module, opt: torch.optim.Optimizer, progress: Progress, meta: dict[str, Any],
+         comm: MPI.Intracomm) -> None:
+    """Collective: gather every rank's buffers; rank 0 writes the checkpoint atomically."""
+    buffers = comm.gather(_buffers(model), root=0)
+    if comm.rank != 0:
+        return
+    state = {"model": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "optimizer": opt.state_dict(),
+             "buffers_per_rank": buffers, "progress": asdict(progress), "meta": meta}
+    blob = io.BytesIO()
+    torch.save(state, blob)
+    write_bytes_atomic(path, blob.getvalue())
+
+
+def load(path: Path, model: nn.Module, opt: torch.optim.Optimizer, meta: dict[str, Any],
+         comm: MPI.Intracomm) -> Progress | None:
+    """Restore from ``path`` if it exists (every rank reads it); None when there is none.
+
+    A checkpoint from a run with other settings is refused with the fix.
+    """
+    if not path.exists():
+        return None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise UserError(f"checkpoint {path} is unreadable ({type(exc).__name__}: {exc}); delete it to start over") from None
+    if state["meta"] != meta:
+        ours, theirs = _flat(meta), _flat(state["meta"])
+        diff = [f"{k}: {theirs.get(k)!r} there, {ours.get(k)!r} now" for k in sorted(set(ours) | set(theirs))
+                if ours.get(k) != theirs.get(k)]
+        raise UserError(f"checkpoint {path} was written by a run with other settings ({'; '.join(diff)}); "
+                        f"use another --out, or delete the checkpoint to start over")
+    model.load_state_dict(state["model"])
+    ours = state["buffers_per_rank"][comm.rank]
+    for name, t in model.named_buffers():
+        t.copy_(ours[name])
+    opt.load_state_dict(state["optimizer"])
+    return Progress(**state["progress"])
+
+
+def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested dict as dotted keys."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+class StopSignals:
+    """Records SIGTERM/SIGUSR1 (SLURM's preemption and time-limit warnings) instead of dying at once."""
+
+    def __init__(self) -> None:
+        """Install the handlers (restored by ``restore``)."""
+        self.received: int | None = None
+        self._previous = {s: signal.signal(s, self._handle) for s in STOP_SIGNALS}
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        """Remember the signal; the loop stops at the next step boundary."""
+        self.received = signum
+
+    def agreed(self, reduce: Any) -> int:
+        """Collective (``reduce`` sums an int64 array over the ranks): a signal some rank received, or 0."""
+        flags = np.zeros(len(STOP_SIGNALS), dtype=np.int64)
+        if self.received is not None:
+            flags[STOP_SIGNALS.index(self.received)] = 1
+        reduce(flags)
+        hit = np.flatnonzero(flags)
+        return int(STOP_SIGNALS[hit[0]]) if hit.size else 0
+
+    def restore(self) -> None:
+        """Put the previous handlers back."""
+        for s, handler in self._previous.items():
+            signal.signal(s, handler)
+
+
+class Preempted(Exception):
+    """The run stopped on a signal after writing a checkpoint."""
+
+    def __init__(self, signum: int) -> None:
+        """``signum``: the signal that stopped it."""
+        super().__init__(f"stopped by {signal.Signals(signum).name}; checkpoint written, rerun with the same --out to resume")
+        self.signum = signum

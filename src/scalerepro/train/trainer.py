@@ -1,0 +1,150 @@
+"""One rank's share of synchronous data-parallel SGD: model, optimizer, gradient sync, one step at a time."""
+
+from __future__ import annotations
+
+import time
+from contextlib import ExitStack, nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from mpi4py import MPI
+from torch import nn
+
+from scalerepro.comm.context import Context
+from scalerepro.comm.registry import get
+from scalerepro.config import TrainConfig
+from scalerepro.errors import UserError
+from scalerepro.mpi import node_comm
+from scalerepro.train import batchnorm
+from scalerepro.train.buckets import Buckets, Reducer, mpi_reducer, torch_reducer
+from scalerepro.train.model import build
+from scalerepro.train.optim import build_optimizer, set_lr
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    """What one step cost, in seconds, and its loss."""
+
+    loss: float
+    fwd_bwd_s: float
+    allreduce_s: float
+    allreduce_wait_s: float
+    optimizer_s: float
+
+
+def resolve_device(name: str, comm: MPI.Intracomm) -> torch.device:
+    """cpu, or this rank's GPU (node-local rank modulo the visible GPUs); auto picks cuda when one is visible."""
+    if name == "cpu" or (name == "auto" and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise UserError("train.device=cuda but torch sees no GPU here; set train.device=cpu or auto")
+    return torch.device("cuda", node_comm(comm).rank % torch.cuda.device_count())
+
+
+def broadcast_state(model: nn.Module, comm: MPI.Intracomm) -> None:
+    """Make every rank start from rank 0's weights and buffers (the model is still on the CPU)."""
+    for t in list(model.parameters()) + list(model.buffers()):
+        comm.Bcast(t.detach().numpy(), root=0)
+
+
+class Trainer:
+    """Forward, backward, gradient all-reduce (bucketed, averaged), optimizer step."""
+
+    def __init__(self, model: nn.Module, cfg: TrainConfig, reduce: Reducer, world: int,
+                 device: torch.device = torch.device("cpu")) -> None:
+        """Train ``model`` (moved to ``device``) with ``reduce`` summing gradient buckets over ``world`` ranks."""
+        self.model = model.to(device)
+        self.device = device
+        self.opt = build_optimizer(self.model, cfg)
+        self.loss_fn = nn.CrossEntropyLoss(label_smoothing=cfg.label_smoothing)
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        self.buckets = Buckets(params, int(cfg.bucket_mib * 2**20), reduce, world, cfg.overlap)
+        self.bf16 = device.type == "cuda" and cfg.bf16
+
+    def _sync(self) -> float:
+        """perf_counter after the device's queued work is done."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter()
+
+    def step(self, x: torch.Tensor, y: torch.Tensor, lr: float) -> StepTimes:
+        """One synchronous SGD step on this rank's batch at rate ``lr``."""
+        x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+        set_lr(self.opt, lr)
+        t0 = time.perf_counter()
+        self.opt.zero_grad(set_to_none=False)
+        amp = torch.autocast("cuda", dtype=torch.bfloat16) if self.bf16 else nullcontext()
+        with amp:
+            loss = self.loss_fn(self.model(x), y)
+        loss.backward()
+        t1 = self._sync()
+        busy, _ = self.buckets.synchronize()
+        t2 = self._sync()
+        self.opt.step()
+        t3 = self._sync()
+        return StepTimes(loss.item(), t1 - t0, busy, t2 - t1, t3 - t2)
+
+    def close(self) -> None:
+        """Stop the communication thread, if any."""
+        self.buckets.close()
+
+
+def build_trainer(cfg: TrainConfig, algorithm: str, ctx: Context, classes: int, stack: ExitStack) -> Trainer:
+    """The configured model (seeded, rank 0's weights everywhere, batch norm over its group) and its Trainer.
+
+    Contexts and threads it opens are closed by ``stack``.
+    """
+    comm = ctx.comm
+    device = resolve_device(cfg.device, comm)
+    group = cfg.bn_group_size(ctx.size)
+    torch.manual_seed(cfg.seed)
+    model = build(cfg.model, classes, cfg.width)
+    broadcast_state(model, comm)
+    if algorithm == "nccl":
+        reduce, bn = _torch_sync(ctx, device, group)
+    else:
+        reduce = mpi_reducer(algorithm, ctx)
+        bn = batchnorm.MPIGroupSum(stack.enter_context(batchnorm.bn_context(ctx, group))) if group > 1 else None
+    if bn is not None:
+        batchnorm.convert(model, bn)
+    trainer = Trainer(model, cfg, reduce, ctx.size, device)
+    stack.callback(trainer.close)
+    return trainer
+
+
+class _TorchGroupSum:
+    """GroupReduce over a torch.distributed subgroup."""
+
+    def __init__(self, group: Any, size: int) -> None:
+        """Sum over ``group`` of ``size`` ranks."""
+        self.group, self.size = group, size
+
+    def __call__(self, t: torch.Tensor) -> None:
+        """In-place sum."""
+        import torch.distributed as dist
+
+        dist.all_reduce(t, group=self.group)
+
+
+def check_algorithm(name: str) -> None:
+    """Fail before any work on an unknown gradient all-reduce (the registry's, or nccl)."""
+    if name != "nccl":
+        get(name)
+
+
+def _torch_sync(ctx: Context, device: torch.device, group: int) -> tuple[Reducer, _TorchGroupSum | None]:
+    """Gradient and batch-norm sums over torch.distributed: nccl for CUDA tensors, gloo on the CPU."""
+    import torch.distributed as dist
+
+    from scalerepro.comm.gloo import process_group
+
+    world = process_group(ctx, "nccl" if device.type == "cuda" else "gloo")
+    if group == 1:
+        return torch_reducer(world), None
+    mine = None
+    for first in range(0, ctx.size, group):  # every rank creates every subgroup, in the same order
+        sub = dist.new_group(list(range(first, first + group)))
+        if first <= ctx.rank < first + group:
+            mine = sub
+    return torch_reducer(world), _TorchGroupSum(mine, group)

@@ -95,7 +95,7 @@ class _GroupBatchNorm(torch.autograd.Function):
         sums = torch.empty(2 * c, dtype=torch.float64, device=dy.device)
         sums[:c] = dy.sum(dims, dtype=torch.float64)
         sums[c:] = (dy * xhat).sum(dims, dtype=torch.float64)
-        dbias, dweight = sums[:c].to(weight.dtype), sums[c:].to(weight.dtype)
+        dbias, dweight = sums[:c].to(weight.dtype, copy=True), sums[c:].to(weight.dtype, copy=True)  # before the sum
         ctx.group(sums)
         mean_dy = (sums[:c] / count).to(dy.dtype).view(shape)
         mean_dyx = (sums[c:] / count).to(dy.dtype).view(shape)
@@ -106,9 +106,10 @@ class _GroupBatchNorm(torch.autograd.Function):
 class DistributedBatchNorm2d(nn.BatchNorm2d):
     """BatchNorm2d with statistics over a group of ranks; same parameters, buffers and state_dict keys."""
 
-    def __init__(self, num_features: int, group: GroupReduce, eps: float = 1e-5, momentum: float | None = 0.1) -> None:
-        """Affine batch norm with running statistics, summed over ``group``."""
-        super().__init__(num_features, eps=eps, momentum=momentum)
+    def __init__(self, num_features: int, group: GroupReduce, eps: float = 1e-5, momentum: float | None = 0.1,
+                 **factory: Any) -> None:
+        """Affine batch norm with running statistics, summed over ``group`` (``factory``: device, dtype)."""
+        super().__init__(num_features, eps=eps, momentum=momentum, **factory)
         self.group = group
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -130,7 +131,8 @@ def convert(module: nn.Module, group: GroupReduce) -> nn.Module:
     if isinstance(module, nn.BatchNorm2d) and not isinstance(module, DistributedBatchNorm2d):
         if not module.affine or not module.track_running_stats:
             raise ValueError("distributed batch norm needs affine=True and track_running_stats=True")
-        new = DistributedBatchNorm2d(module.num_features, group, module.eps, module.momentum)
+        new = DistributedBatchNorm2d(module.num_features, group, module.eps, module.momentum,
+                                     device=module.weight.device, dtype=module.weight.dtype)
         new.load_state_dict(module.state_dict())
         new.train(module.training)
         return new

@@ -29,7 +29,7 @@ def test_every_schema_key_has_type_description_default():
     for section, sub in schema()["properties"].items():
         assert {"description", "type", "default"} <= set(sub), section
         for key, spec in sub["properties"].items():
-            assert {"description", "type", "default"} <= set(spec), f"{section}.{key}"
+            assert {"description", "default"} <= set(spec) and {"type", "oneOf"} & set(spec), f"{section}.{key}"
 
 
 def test_defaults_validate_against_their_own_schema():
@@ -89,3 +89,17 @@ def test_set_overrides_parse_values_and_reject_bad_syntax():
     }
     with pytest.raises(UserError, match="SECTION.KEY=VALUE"):
         _parse_set(["epochs=2"])
+
+
+def test_bn_group_must_divide_every_rank_count_and_is_named():
+    with pytest.raises(UserError, match=r"train.bn_group \(2\) does not divide train.ranks \[1, 3\]"):
+        from_mapping({"train": {"ranks": [1, 2, 3, 4], "bn_group": 2}})
+    cfg = from_mapping({"train": {"ranks": [2, 4], "bn_group": 2}}).train
+    assert cfg.bn_group_size(4) == 2 and from_mapping({"train": {"bn_group": "world"}}).train.bn_group_size(6) == 6
+    with pytest.raises(UserError, match=r"train.bn_group=2 does not divide 3 ranks; use one of \[1, 3\]"):
+        cfg.bn_group_size(3)
+
+
+def test_nccl_needs_a_gpu_device():
+    with pytest.raises(UserError, match="nccl needs train.device cuda or auto"):
+        from_mapping({"train": {"algorithms": ["nccl"], "device": "cpu"}})

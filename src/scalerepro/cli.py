@@ -247,6 +247,43 @@ def cmd_bench_loader(args: argparse.Namespace) -> None:
     print(lb.format_summary(summary), file=sys.stderr)
 
 
+def cmd_bench_train(args: argparse.Namespace) -> None:
+    """Our training loop vs PyTorch DDP, same model, batch and data, same run (under mpiexec/srun); JSON + table."""
+    from scalerepro.io import write_json_atomic
+    from scalerepro.mpi import hosts, on_root, world
+    from scalerepro.provenance import argv, versions
+    from scalerepro.train import bench
+    from scalerepro.train.trainer import check_algorithm
+
+    cfg = _config(args)
+    check_algorithm(args.algo)
+    if min(args.steps, args.reps) < 1 or args.warmup < 0:
+        raise UserError(f"--steps {args.steps} --reps {args.reps} --warmup {args.warmup}: steps and reps must be >= 1, "
+                        "warmup >= 0")
+    spec = bench.TrainBenchSpec(args.algo, args.steps, args.warmup, args.reps, args.classes)
+    comm = world()
+    quiet = comm.rank != 0
+    result = bench.run(cfg, spec, comm, lambda line: quiet or print(line, file=sys.stderr, flush=True))
+    record = {"argv": argv(), "versions": versions(), "hosts": hosts(comm), "spec": spec.__dict__,
+              "config": cfg.to_dict(), **result}
+    if args.baselines:
+        record["published_per_accelerator"] = _per_accelerator(Path(args.baselines), cfg.train.model)
+    on_root(comm, lambda: write_json_atomic(args.out, record))
+    on_root(comm, lambda: print(bench.format_summary(result["summary"]) + "".join(
+        f"\npublished {b['work']}: {b['images_per_s_per_accelerator']:.0f} images/s per accelerator ({b['hardware']})"
+        for b in record.get("published_per_accelerator", [])), file=sys.stderr))
+
+
+def _per_accelerator(path: Path, model: str) -> list[dict[str, Any]]:
+    """Published images/s per accelerator for ``model`` from a baselines file (entries that give a rate)."""
+    if not path.exists():
+        raise UserError(f"--baselines {path}: no such file (the repository's is config/baselines.yaml)")
+    rows = yaml.safe_load(path.read_text()).get("baselines", [])
+    return [{"work": b["work"], "hardware": b.get("hardware"), "cite": b.get("cite"),
+             "images_per_s_per_accelerator": b["images_per_s"] / b["accelerators"]}
+            for b in rows if b.get("model") == model and b.get("images_per_s") and b.get("accelerators")]
+
+
 def _int_list(text: str, flag: str) -> tuple[int, ...]:
     """'1,2' -> (1, 2), with an error naming the flag."""
     try:
@@ -376,6 +413,21 @@ def parser() -> argparse.ArgumentParser:
                    "every other algorithm's busbw and time as ratios to each, from this same run")
     s.add_argument("--out", required=True, metavar="FILE", help="JSON result file")
     s.set_defaults(fn=cmd_bench)
+
+    s = sub.add_parser("bench-train", help="training throughput: our loop vs PyTorch DDP, same run (under mpiexec/srun)",
+                       description="Same model, seed, batch and in-memory batches on both sides; repetitions "
+                                   "interleaved; medians of images/s (max over ranks), their ratio, and our all-reduce "
+                                   "time per step. Batch norm is local on both sides.")
+    _add_config_flags(s)
+    s.add_argument("--algo", default="ring", help="our gradient all-reduce (default ring)")
+    s.add_argument("--out", required=True, metavar="FILE", help="JSON result file")
+    s.add_argument("--steps", type=int, default=20, help="timed steps per repetition and side (default 20)")
+    s.add_argument("--warmup", type=int, default=3, help="untimed steps per side first (default 3)")
+    s.add_argument("--reps", type=int, default=5, help="repetitions (default 5; medians reported)")
+    s.add_argument("--classes", type=int, default=10, help="classes of the synthetic labels (default 10)")
+    s.add_argument("--baselines", metavar="FILE", help="also print the published images/s per accelerator from this "
+                                                       "file (config/baselines.yaml) for the configured model")
+    s.set_defaults(fn=cmd_bench_train)
 
     s = sub.add_parser("bench-loader", help="shard loader vs torchvision ImageFolder+DataLoader, same JPEGs, same run",
                        description="Generates ImageNet-sized JPEGs once (400-500 px, quality 90), shards and stages "

@@ -65,8 +65,8 @@ def test_dry_run_cluster_config_with_slurm_profile(tmp_path):
     assert proc.returncode == 0, proc.stderr
     counts = job_counts(proc.stdout)
     assert "make_dataset" not in counts  # ImageNet is an existing folder, never generated
-    assert counts["train"] == 6 * 2 and counts["bench"] == 6
-    assert "results/train/ring/n256/run.json" in proc.stdout
+    assert counts["train"] == 6 * 3 and counts["bench"] == 6  # nccl, native, ring at 6 GPU counts
+    assert "results/train/ring/n256/run.json" in proc.stdout and "results/train/nccl/n8/run.json" in proc.stdout
 
 
 def test_slurm_profile_launches_ranks_with_srun():

@@ -12,7 +12,7 @@ rule train:
         events="results/train/{algo}/n{ranks}/events.jsonl",
         stage="results/train/{algo}/n{ranks}/stage.json",
     params:
-        cfg=sections("train", "stage", "comm"),
+        cfg=sections("train", "loader", "stage", "comm"),
         out=lambda w, output: Path(output.run).parent,
         shards=lambda w, input: Path(input.train).parent,
     log:

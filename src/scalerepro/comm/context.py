@@ -111,6 +111,7 @@ class Watchdog:
             f"{self.timeout_s:g} s on rank {me}: {why}. Aborting the job.",
             file=sys.stderr, flush=True,
         )
+        time.sleep(0.5)  # let the launcher forward the message before Abort tears the job's stdio down
         MPI.COMM_WORLD.Abort(3)
 
     def survey(self, seq: int, wait_s: float = 2.0) -> tuple[list[int], list[int]]:

@@ -67,3 +67,37 @@ def test_unstaged_shards_fail_with_the_fix(run_mpi, tiny_shards, tmp_path):
     assert proc.returncode != 0
     assert "are not staged" in proc.stderr and "scalerepro stage" in proc.stderr
     assert not (tmp_path / "run" / "run.json").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_cuda_without_a_gpu_is_refused_and_auto_falls_back():
+    from mpi4py import MPI
+
+    from scalerepro.errors import UserError
+    from scalerepro.train.trainer import resolve_device
+
+    with pytest.raises(UserError, match="train.device=cuda but torch sees no GPU"):
+        resolve_device("cuda", MPI.COMM_SELF)
+    assert resolve_device("auto", MPI.COMM_SELF).type == "cpu"
+
+
+def test_overlapped_buckets_launch_in_order_and_average():
+    model = build("resnet8", 10, 4)
+    cfg = from_mapping({"train": {"width": 4, "bucket_mib": 0.001, "overlap": True}}).train
+    seen = []
+
+    def reduce(t):
+        seen.append(t.numel())
+        t.mul_(2)  # as if a second rank had the same gradients
+
+    from scalerepro.train.trainer import Trainer
+
+    trainer = Trainer(model, cfg, reduce, world=2)
+    x, y = torch.randn(4, 3, 16, 16), torch.randint(0, 10, (4,))
+    trainer.model(x).sum().backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    assert len(trainer.buckets._futures) == len(trainer.buckets.groups)  # every bucket started during backward
+    busy, _ = trainer.buckets.synchronize()
+    trainer.close()
+    assert seen == [b.numel() for b in trainer.buckets.buffers] and len(seen) > 1 and busy >= 0
+    assert all(torch.allclose(p.grad, g) for p, g in zip(model.parameters(), grads))  # sum of 2 / 2 ranks

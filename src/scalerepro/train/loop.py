@@ -78,6 +78,8 @@ def run(spec: RunSpec, comm: MPI.Intracomm) -> dict[str, Any]:
     resuming = (spec.out / checkpoint.CHECKPOINT).exists()
     log = EventLog(spec.out / "events.jsonl", enabled=comm.rank == 0, resume=resuming)
     signals = StopSignals()
+    if not resuming:  # MLPerf: the clock starts before the dataset is touched
+        log.start("run_start", algorithm=spec.algorithm, world_size=comm.size)
     try:
         with ExitStack() as stack:
             ctx = stack.enter_context(Context(comm, spec.config.comm.params()))
@@ -135,7 +137,6 @@ class Session:
             self.log.emit("run_resume", None, epoch_num=self.progress.epoch, batch=self.progress.batch,
                           step=self.progress.step)
         else:
-            self.log.start("run_start", algorithm=self.spec.algorithm, world_size=world)
             for key, value in (("global_batch_size", world * cfg.batch_per_rank), ("train_samples", self.train_data.total),
                                ("eval_samples", self.val_data.total), ("opt_base_learning_rate", peak_lr(cfg, world)),
                                ("opt_name", cfg.optimizer), ("bn_group_size", cfg.bn_group_size(world))):

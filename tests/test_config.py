@@ -103,3 +103,13 @@ def test_bn_group_must_divide_every_rank_count_and_is_named():
 def test_nccl_needs_a_gpu_device():
     with pytest.raises(UserError, match="nccl needs train.device cuda or auto"):
         from_mapping({"train": {"algorithms": ["nccl"], "device": "cpu"}})
+
+
+def test_cluster_config_means_the_same_laid_over_the_laptop_one():
+    """`snakemake --configfile config/cluster.yaml` merges it over config/config.yaml: no laptop value may leak."""
+    laptop = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    cluster = yaml.safe_load((REPO / "config" / "cluster.yaml").read_text())
+    merged = {k: dict(v) for k, v in laptop.items()}
+    for section, values in cluster.items():
+        merged.setdefault(section, {}).update(values)
+    assert from_mapping(merged).to_dict() == from_mapping(cluster).to_dict()

@@ -146,6 +146,26 @@ class BenchConfig:
 
 
 @dataclass(frozen=True)
+class ClusterConfig:
+    """Placement of a run's ranks on SLURM: ranks and GPUs per node, cores and memory per rank, time limits."""
+
+    tasks_per_node: int
+    gpus_per_node: int
+    cpus_per_task: int
+    mem_mb_per_cpu: int
+    train_runtime_min: int
+    bench_runtime_min: int
+
+    def nodes(self, ranks: int) -> int:
+        """Nodes a run of ``ranks`` ranks takes."""
+        return -(-ranks // self.tasks_per_node)
+
+    def ranks_per_node(self, ranks: int) -> int:
+        """Ranks on each of those nodes."""
+        return min(ranks, self.tasks_per_node)
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole validated configuration."""
 
@@ -156,6 +176,7 @@ class Config:
     loader: LoaderConfig
     comm: CommConfig
     bench: BenchConfig
+    cluster: ClusterConfig
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict (tuples become lists)."""
@@ -236,6 +257,7 @@ def _check_cross_fields(data: Mapping[str, Any]) -> None:
     if low > high:
         raise UserError(f"invalid configuration:\n  loader.crop_scale: [{low}, {high}] is not [min, max]; put the smaller first")
     _check_train(data["train"])
+    _check_placement(data)
     if bench["min_bytes"] > bench["max_bytes"]:
         raise UserError(
             f"invalid configuration:\n  bench.min_bytes ({bench['min_bytes']}) exceeds bench.max_bytes ({bench['max_bytes']})"
@@ -254,6 +276,16 @@ def _check_train(train: Mapping[str, Any]) -> None:
         raise UserError("invalid configuration:\n  train.algorithms: nccl needs train.device cuda or auto, not cpu")
 
 
+def _check_placement(data: Mapping[str, Any]) -> None:
+    """Every rank count fills whole nodes once it needs more than one."""
+    per_node = data["cluster"]["tasks_per_node"]
+    for key in ("train", "bench"):
+        bad = [r for r in data[key]["ranks"] if r > per_node and r % per_node]
+        if bad:
+            raise UserError(f"invalid configuration:\n  {key}.ranks {bad} are not multiples of cluster.tasks_per_node "
+                            f"({per_node}), so some node would be part-filled; use multiples of {per_node}")
+
+
 def _section(cls: type, data: Mapping[str, Any]) -> Any:
     """Build a frozen section, lists turned into tuples."""
     return cls(**{f.name: tuple(v) if isinstance((v := data[f.name]), list) else v for f in fields(cls)})
@@ -270,6 +302,7 @@ def from_mapping(raw: Mapping[str, Any], schema_path: str | None = None) -> Conf
         loader=_section(LoaderConfig, data["loader"]),
         comm=_section(CommConfig, data["comm"]),
         bench=_section(BenchConfig, data["bench"]),
+        cluster=_section(ClusterConfig, data["cluster"]),
     )
 
 

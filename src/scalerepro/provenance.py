@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 import sys
@@ -38,3 +39,11 @@ def git_commit() -> str | None:
 def argv() -> list[str]:
     """The command line of this process."""
     return list(sys.argv)
+
+
+SLURM_KEYS = ("SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_NTASKS", "SLURM_JOB_NUM_NODES", "SLURM_CLUSTER_NAME")
+
+
+def scheduler() -> dict[str, str]:
+    """The SLURM job and step this process runs in (empty outside SLURM); a step id means srun launched it."""
+    return {k[len("SLURM_"):].lower(): os.environ[k] for k in SLURM_KEYS if k in os.environ}

@@ -72,8 +72,8 @@ def test_dry_run_cluster_config_with_slurm_profile(tmp_path):
 def test_slurm_profile_launches_ranks_with_srun():
     profile = yaml.safe_load((REPO / "workflow/profiles/slurm/profile.yaml").read_text())
     assert profile["executor"] == "slurm" and profile["slurm-status-command"] == "squeue"
-    assert profile["set-resources"]["train"]["mpi"] == "srun --mpi=pmi2"
-    assert profile["set-resources"]["bench"]["mpi"] == "srun --mpi=pmi2"
+    assert profile["set-resources"]["train"]["launcher"] == "srun --mpi=pmi2"
+    assert profile["set-resources"]["bench"]["launcher"] == "srun --mpi=pmi2"
 
 
 @pytest.mark.parametrize(

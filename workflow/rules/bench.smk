@@ -14,11 +14,9 @@ rule bench:
         "../envs/scalerepro.yaml"
     threads: lambda w: int(w.ranks)
     resources:
-        mpi="mpiexec",
-        tasks=lambda w: int(w.ranks),
-        measure=1,
+        **mpi_resources(CFG.cluster.bench_runtime_min, measure=1),
     shell:
-        "{resources.mpi} -n {resources.tasks} scalerepro bench --config-json {params.cfg:q}"
+        "{resources.launcher} -n {wildcards.ranks} scalerepro bench --config-json {params.cfg:q}"
         " --compare {params.compare:q} --out {output} > {log} 2>&1"
 
 

@@ -25,3 +25,30 @@ wildcard_constraints:
 def sections(*names):
     """The named config sections as one JSON object for --config-json."""
     return json.dumps({name: config[name] for name in names}, sort_keys=True)
+
+
+def mpi_resources(runtime_min, **extra):
+    """SLURM resources of a job of {ranks} MPI ranks, placed per the cluster section.
+
+    Whole nodes of cluster.tasks_per_node ranks (--nodes, --ntasks-per-node, gres gpu:N per
+    node, --cpus-per-task); one rank per node uses --ntasks instead (the plugin refuses
+    tasks_per_node=1 for MPI jobs); a 1-rank job is not an MPI job for the plugin (mpi="").
+    The ranks are launched by `launcher` (mpiexec here; the SLURM profile sets srun).
+    """
+    place = CFG.cluster
+
+    def per_node(w):
+        return place.ranks_per_node(int(w.ranks))
+
+    return dict(
+        launcher="mpiexec",
+        mpi=lambda w: "mpi" if int(w.ranks) > 1 else "",
+        nodes=lambda w: place.nodes(int(w.ranks)),
+        tasks_per_node=lambda w: per_node(w) if per_node(w) > 1 else 0,
+        tasks=lambda w: int(w.ranks) if per_node(w) == 1 else 0,
+        cpus_per_task=place.cpus_per_task,
+        gres=lambda w: f"gpu:{per_node(w)}" if place.gpus_per_node else "",
+        mem_mb_per_cpu=place.mem_mb_per_cpu,
+        runtime=runtime_min,
+        **extra,
+    )

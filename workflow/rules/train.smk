@@ -21,11 +21,9 @@ rule train:
         "../envs/scalerepro.yaml"
     threads: lambda w: int(w.ranks)
     resources:
-        mpi="mpiexec",
-        tasks=lambda w: int(w.ranks),
-        measure=1,
+        **mpi_resources(CFG.cluster.train_runtime_min, measure=1),
     shell:
-        "({resources.mpi} -n {resources.tasks} scalerepro stage --config-json {params.cfg:q}"
+        "({resources.launcher} -n {wildcards.ranks} scalerepro stage --config-json {params.cfg:q}"
         " --shards {input.train} {input.val} --log {output.stage}"
-        " && {resources.mpi} -n {resources.tasks} scalerepro train --config-json {params.cfg:q}"
+        " && {resources.launcher} -n {wildcards.ranks} scalerepro train --config-json {params.cfg:q}"
         " --algo {wildcards.algo} --shards {params.shards} --out {params.out}) > {log} 2>&1"

@@ -28,7 +28,7 @@ from scalerepro.data.loader import ShardDataset, batches, epoch_indices, eval_in
 from scalerepro.errors import UserError
 from scalerepro.io import write_json_atomic
 from scalerepro.mpi import hosts, node_comm, node_layout, on_root
-from scalerepro.provenance import argv, versions
+from scalerepro.provenance import argv, scheduler, versions
 from scalerepro.train import checkpoint
 from scalerepro.train.checkpoint import Preempted, Progress, StopSignals
 from scalerepro.train.events import EventLog
@@ -212,6 +212,7 @@ class Session:
             "config": spec.config.to_dict(),
             "versions": versions(),
             "argv": argv(),
+            "slurm": scheduler(),
             "seed": spec.train.seed,
             "data": {"train_sha256": self.train_data.manifest["source"]["sha256"],
                      "val_sha256": self.val_data.manifest["source"]["sha256"],

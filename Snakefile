@@ -32,4 +32,5 @@ rule all:
         "results/metrics.json",
         "results/analysis/costmodel.json",
         PLOTS,
+        PLOTS_SVG,
     default_target: True

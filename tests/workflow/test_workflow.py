@@ -116,8 +116,9 @@ def test_laptop_run_end_to_end(tmp_path):
     assert {c["peer"] for c in bench["comparisons"]} == {"native", "gloo"}
     costmodel = json.loads((wf / "results/analysis/costmodel.json").read_text())
     assert {f["algorithm"] for f in costmodel["fits"]} == {"native", "gloo", "ring", "multicolor", "rabenseifner"}
-    for fig in ("scaling", "time_to_accuracy", "allreduce_busbw", "step_breakdown"):
+    for fig in ("scaling", "scaling_efficiency", "time_to_accuracy", "allreduce_busbw", "step_breakdown"):
         assert (wf / f"results/plots/{fig}.png").stat().st_size > 10_000
+        assert (wf / f"results/plots/{fig}.svg").read_text().lstrip().startswith("<?xml")
     for log in ("make_dataset.log", "shard_train.log", "train/ring-n2.log", "bench/n2.log", "plot.log"):
         assert (wf / "results/logs" / log).is_file(), log
     stage = json.loads((wf / "results/train/ring/n2/stage.json").read_text())

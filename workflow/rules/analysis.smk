@@ -43,10 +43,11 @@ rule plot:
     input:
         ANALYSIS,
     output:
-        [report(p, caption=f"../report/{Path(p).stem}.rst", category="Figures") for p in PLOTS],
+        png=[report(p, caption=f"../report/{Path(p).stem}.rst", category="Figures") for p in PLOTS],
+        svg=PLOTS_SVG,
     params:
         analysis=lambda w, input: Path(input[0]).parent,
-        out=lambda w, output: Path(output[0]).parent,
+        out=lambda w, output: Path(output.png[0]).parent,
     log:
         "results/logs/plot.log",
     conda:

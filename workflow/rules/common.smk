@@ -11,9 +11,9 @@ TRAIN_RUNS = expand("results/train/{algo}/n{ranks}/run.json", algo=CFG.train.alg
 BENCH_RUNS = expand("results/bench/n{ranks}.json", ranks=CFG.bench.ranks)
 TABLES = expand("results/collect/{table}.csv", table=["runs", "epochs", "evals", "steps", "bench"])
 ANALYSIS = expand("results/analysis/{name}.csv", name=["runs", "scaling", "busbw", "comparison", "tta"])
-PLOTS = expand(
-    "results/plots/{fig}.png", fig=["scaling", "time_to_accuracy", "allreduce_busbw", "step_breakdown"]
-)
+FIGURES = ["scaling", "scaling_efficiency", "time_to_accuracy", "allreduce_busbw", "step_breakdown"]
+PLOTS = expand("results/plots/{fig}.png", fig=FIGURES)
+PLOTS_SVG = expand("results/plots/{fig}.svg", fig=FIGURES)
 
 
 wildcard_constraints:

@@ -83,13 +83,17 @@ def load_baselines(path: Path) -> pd.DataFrame:
     return frame
 
 
-def comparison(runs: pd.DataFrame, baselines: pd.DataFrame) -> pd.DataFrame:
+def comparison(runs: pd.DataFrame, baselines: pd.DataFrame, scale: pd.DataFrame | None = None) -> pd.DataFrame:
     """Measured runs beside the published results, each row saying which it is."""
     measured = pd.DataFrame({
         "work": "this cluster: " + runs["run"], "accelerators": runs["world_size"], "top1": runs["best_top1"],
         "time_s": runs["tta_s"], "images_per_s": runs["images_per_s"], "cite": "measured here", "source": "measured",
     })
-    cols = ["work", "accelerators", "top1", "time_s", "images_per_s", "cite", "source"]
+    if scale is not None and len(scale) and len(runs):
+        eff = runs[["algorithm", "world_size"]].merge(scale[["algorithm", "world_size", "efficiency"]], how="left",
+                                                      on=["algorithm", "world_size"])
+        measured["scaling_efficiency"] = eff["efficiency"].to_numpy()
+    cols = ["work", "accelerators", "top1", "time_s", "images_per_s", "scaling_efficiency", "cite", "source"]
     return pd.concat([measured[cols], baselines.reindex(columns=cols)], ignore_index=True)
 
 
@@ -136,7 +140,7 @@ def analyze(tables_dir: Path, baselines_path: Path, metrics_path: Path, out: Pat
     out.mkdir(parents=True, exist_ok=True)
     outputs = {
         "runs.csv": runs, "scaling.csv": scale, "busbw.csv": bench,
-        "comparison.csv": comparison(runs, load_baselines(baselines_path)),
+        "comparison.csv": comparison(runs, load_baselines(baselines_path), scale),
         "tta.csv": tables["evals"][["run", "algorithm", "world_size", "epoch", "elapsed_s", "top1", "top5"]]
         if len(tables["evals"]) else pd.DataFrame(columns=["run", "algorithm", "world_size", "epoch", "elapsed_s", "top1", "top5"]),
     }

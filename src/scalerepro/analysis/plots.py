@@ -15,16 +15,17 @@ import seaborn as sns  # noqa: E402
 
 from scalerepro.analysis.collect import read_csv  # noqa: E402
 
-FIGURES = ("scaling.png", "time_to_accuracy.png", "allreduce_busbw.png", "step_breakdown.png")
+FIGURES = ("scaling.png", "scaling_efficiency.png", "time_to_accuracy.png", "allreduce_busbw.png", "step_breakdown.png")
 
 
 def _save(fig: plt.Figure, path: Path) -> Path:
-    """Save atomically (temporary name, then rename) and close."""
-    tmp = path.with_name(f".{path.stem}.partial{path.suffix}")
+    """Save as PNG at ``path`` and as SVG beside it, each atomically (temporary name, then rename); close."""
     fig.tight_layout()
-    fig.savefig(tmp, dpi=120)
+    for target in (path, path.with_suffix(".svg")):
+        tmp = target.with_name(f".{target.stem}.partial{target.suffix}")
+        fig.savefig(tmp, dpi=120)
+        os.replace(tmp, target)
     plt.close(fig)
-    os.replace(tmp, path)
     return path
 
 
@@ -33,20 +34,59 @@ def _empty(ax: plt.Axes, what: str) -> None:
     ax.text(0.5, 0.5, f"no {what} in this run", ha="center", va="center", transform=ax.transAxes)
 
 
-def scaling_plot(scale: pd.DataFrame, path: Path) -> Path:
-    """Images/s vs ranks (log-log) per algorithm, with the ideal linear line."""
-    fig, ax = plt.subplots(figsize=(6, 4.2))
+def published_rows(comparison: pd.DataFrame, column: str) -> pd.DataFrame:
+    """Published results that state ``column`` and an accelerator count."""
+    if not len(comparison) or column not in comparison.columns:
+        return pd.DataFrame(columns=["work", "accelerators", column])
+    pub = comparison[comparison["source"] == "published"]
+    return pub[pub[column].notna() & pub["accelerators"].notna()]
+
+
+def scaling_plot(scale: pd.DataFrame, comparison: pd.DataFrame, path: Path) -> Path:
+    """Images/s vs accelerators (log-log) per algorithm, the ideal linear line, the published points."""
+    fig, ax = plt.subplots(figsize=(6.5, 4.4))
     if len(scale):
         sns.lineplot(data=scale, x="world_size", y="images_per_s", hue="algorithm", marker="o", ax=ax)
         ideal = scale.groupby("world_size", as_index=False)["ideal_images_per_s"].max()
-        ax.plot(ideal["world_size"], ideal["ideal_images_per_s"], "k--", lw=1, label="ideal (linear)")
+        ax.plot(ideal["world_size"], ideal["ideal_images_per_s"], "k--", lw=1, label="ideal (linear, from the smallest)")
+    pub = published_rows(comparison, "images_per_s")
+    if len(pub):
+        ax.scatter(pub["accelerators"], pub["images_per_s"], marker="X", s=60, color="black", label="published (ResNet-50)")
+        seen: dict[float, int] = {}
+        for row in pub.sort_values("images_per_s", ascending=False).itertuples(index=False):
+            k = seen[row.accelerators] = seen.get(row.accelerators, -1) + 1  # stack labels that share an x
+            ax.annotate(f"{str(row.work).split(' (')[0]}: {row.images_per_s:,.0f}", (row.accelerators, row.images_per_s),
+                        fontsize=7, xytext=(-6, -12 - 9 * k), textcoords="offset points", ha="right")
+    if len(scale) or len(pub):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.legend(title="all-reduce")
+        ax.legend(title="all-reduce (measured here)", fontsize=8)
     else:
         _empty(ax, "training runs")
-    ax.set(title="Training throughput vs ranks (measured here)", xlabel="ranks (accelerators)",
-           ylabel="throughput (images/s)")
+    ax.set(title="Training throughput vs accelerators", xlabel="ranks (accelerators)", ylabel="throughput (images/s)")
+    return _save(fig, path)
+
+
+def efficiency_plot(scale: pd.DataFrame, comparison: pd.DataFrame, path: Path) -> Path:
+    """Scaling efficiency (throughput / (ranks/smallest x throughput at the smallest)) per algorithm."""
+    fig, ax = plt.subplots(figsize=(6.5, 4.4))
+    if len(scale):
+        sns.lineplot(data=scale, x="world_size", y="efficiency", hue="algorithm", marker="o", ax=ax)
+        ax.axhline(1.0, color="k", ls="--", lw=1, label="ideal")
+    pub = published_rows(comparison, "scaling_efficiency")
+    if len(pub):
+        ax.scatter(pub["accelerators"], pub["scaling_efficiency"], marker="X", s=60, color="black", label="published")
+        for row in pub.itertuples(index=False):
+            ax.annotate(f"{str(row.work).split(' (')[0]}: {row.scaling_efficiency:.0%}",
+                        (row.accelerators, row.scaling_efficiency), fontsize=7, xytext=(-6, -12),
+                        textcoords="offset points", ha="right")
+    if len(scale) or len(pub):
+        ax.set_xscale("log", base=2)
+        ax.legend(title="all-reduce (measured here)", fontsize=8)
+    else:
+        _empty(ax, "training runs")
+    ax.set(title="Scaling efficiency vs the smallest rank count", xlabel="ranks (accelerators)",
+           ylabel="scaling efficiency (fraction of linear)")
     return _save(fig, path)
 
 
@@ -102,10 +142,11 @@ def plot_all(analysis_dir: Path, out: Path) -> list[Path]:
 
     sns.set_theme(style="whitegrid", context="notebook")
     out.mkdir(parents=True, exist_ok=True)
-    runs = read("runs.csv")
+    runs, scale, comparison = read("runs.csv"), read("scaling.csv"), read("comparison.csv")
     return [
-        scaling_plot(read("scaling.csv"), out / FIGURES[0]),
-        tta_plot(read("tta.csv"), runs, out / FIGURES[1]),
-        busbw_plot(read("busbw.csv"), out / FIGURES[2]),
-        breakdown_plot(runs, out / FIGURES[3]),
+        scaling_plot(scale, comparison, out / FIGURES[0]),
+        efficiency_plot(scale, comparison, out / FIGURES[1]),
+        tta_plot(read("tta.csv"), runs, out / FIGURES[2]),
+        busbw_plot(read("busbw.csv"), out / FIGURES[3]),
+        breakdown_plot(runs, out / FIGURES[4]),
     ]

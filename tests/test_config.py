@@ -92,8 +92,9 @@ def test_set_overrides_parse_values_and_reject_bad_syntax():
 
 
 def test_bn_group_must_divide_every_rank_count_and_is_named():
-    with pytest.raises(UserError, match=r"train.bn_group \(2\) does not divide train.ranks \[1, 3\]"):
-        from_mapping({"train": {"ranks": [1, 2, 3, 4], "bn_group": 2}})
+    with pytest.raises(UserError, match=r"train.bn_groups: 2 does not divide train.ranks \[1, 3\]"):
+        from_mapping({"train": {"ranks": [1, 2, 3, 4], "bn_groups": [1, 2]}})
+    assert from_mapping({"train": {"ranks": [1, 3], "bn_groups": [1, "world"]}}).train.bn_groups == (1, "world")
     cfg = from_mapping({"train": {"ranks": [2, 4], "bn_group": 2}}).train
     assert cfg.bn_group_size(4) == 2 and from_mapping({"train": {"bn_group": "world"}}).train.bn_group_size(6) == 6
     with pytest.raises(UserError, match=r"train.bn_group=2 does not divide 3 ranks; use one of \[1, 3\]"):

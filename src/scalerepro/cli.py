@@ -154,6 +154,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         train_dir=_staged_dir(shards, "train", cfg.stage.root, args.no_stage),
         val_dir=_staged_dir(shards, "val", cfg.stage.root, args.no_stage),
         out=Path(args.out),
+        repetition=args.rep,
     )
     try:
         record = run(spec, world())
@@ -403,6 +404,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True, metavar="DIR",
                    help="run directory (events.jsonl, run.json, checkpoint.pt); a checkpoint there is resumed from")
     s.add_argument("--no-stage", action="store_true", help="read the shard folder directly instead of the staged copy")
+    s.add_argument("--rep", type=int, default=0, metavar="K",
+                   help="repetition index of this run among runs with the same settings (recorded; default 0)")
     s.set_defaults(fn=cmd_train)
 
     s = sub.add_parser("bench", help="all-reduce sweep, nccl-tests style (run under mpiexec/srun)",

@@ -65,6 +65,9 @@ class TrainConfig:
 
     ranks: tuple[int, ...]
     algorithms: tuple[str, ...]
+    bn_groups: tuple[int | str, ...]
+    seeds: tuple[int, ...]
+    repetitions: int
     model: str
     width: int
     image_size: int
@@ -265,13 +268,12 @@ def _check_cross_fields(data: Mapping[str, Any]) -> None:
 
 
 def _check_train(train: Mapping[str, Any]) -> None:
-    """The BN group divides every rank count; nccl needs a GPU device."""
-    group = train["bn_group"]
-    if group != "world":
-        bad = [r for r in train["ranks"] if r % group]
+    """Every BN group of the grid divides every rank count; nccl needs a GPU device."""
+    for group in train["bn_groups"]:
+        bad = [r for r in train["ranks"] if group != "world" and r % group]
         if bad:
-            raise UserError(f"invalid configuration:\n  train.bn_group ({group}) does not divide train.ranks {bad}; "
-                            f"use a divisor of every rank count, 1 (local) or 'world'")
+            raise UserError(f"invalid configuration:\n  train.bn_groups: {group} does not divide train.ranks {bad}; "
+                            f"use divisors of every rank count, 1 (local) or 'world'")
     if "nccl" in train["algorithms"] and train["device"] == "cpu":
         raise UserError("invalid configuration:\n  train.algorithms: nccl needs train.device cuda or auto, not cpu")
 

@@ -25,13 +25,17 @@ def test_throughput_skips_first_epoch():
     assert throughput(epochs.iloc[:1]) == 10.0
 
 
-def test_scaling_efficiency_relative_to_smallest_count():
-    runs = pd.DataFrame({"algorithm": ["ring"] * 3, "world_size": [4, 1, 2], "images_per_s": [300.0, 100.0, 180.0],
-                         "source": "measured"})
-    out = scaling(runs).set_index("world_size")
-    assert out.loc[1, "efficiency"] == 1.0
-    assert out.loc[2, "efficiency"] == pytest.approx(0.9)
-    assert out.loc[4, "efficiency"] == pytest.approx(0.75)
+def test_scaling_efficiency_relative_to_smallest_count_with_medians_over_repetitions():
+    runs = pd.DataFrame({"run": [f"r{i}" for i in range(5)], "setting": ["ring-g1"] * 5, "algorithm": ["ring"] * 5,
+                         "bn_group": ["1"] * 5, "world_size": [4, 1, 2, 2, 2],
+                         "images_per_s": [300.0, 100.0, 170.0, 180.0, 250.0], "source": "measured"})
+    other = runs.assign(setting="ring-gworld", bn_group="world", images_per_s=runs["images_per_s"] / 2)
+    out = scaling(pd.concat([runs, other]))
+    ring = out[out["setting"] == "ring-g1"].set_index("world_size")
+    assert ring.loc[1, "efficiency"] == 1.0 and ring.loc[2, "runs"] == 3
+    assert ring.loc[2, "efficiency"] == pytest.approx(0.9)  # median of 170, 180, 250
+    assert ring.loc[4, "efficiency"] == pytest.approx(0.75)
+    assert out[out["setting"] == "ring-gworld"].set_index("world_size").loc[1, "images_per_s"] == 50.0
 
 
 def _fake_run(folder, algo, world, top1s, ips):
@@ -68,10 +72,10 @@ def test_collect_analyze_plot_end_to_end(tmp_path):
     assert len(tables["evals"]) == 6 and len(tables["steps"]) == 6
     metrics = analyze(tmp_path / "collect", REPO / "config" / "baselines.yaml", tmp_path / "metrics.json",
                       tmp_path / "analysis")
-    assert metrics["runs"]["ring-n1"]["tta_s"] == pytest.approx(20.5)
-    assert metrics["runs"]["ring-n2"]["tta_s"] == pytest.approx(30.5)
-    assert metrics["runs"]["ring-n2"]["scaling_efficiency"] == pytest.approx(0.8)
-    assert metrics["runs"]["ring-n2"]["allreduce_share"] == pytest.approx(0.2)
+    assert metrics["runs"]["ring-n1-g1-s0-r0"]["tta_s"] == pytest.approx(20.5)
+    assert metrics["runs"]["ring-n2-g1-s0-r0"]["tta_s"] == pytest.approx(30.5)
+    assert metrics["scaling"]["ring-g1-n2"]["efficiency"] == pytest.approx(0.8)
+    assert metrics["runs"]["ring-n2-g1-s0-r0"]["allreduce_share"] == pytest.approx(0.2)
     assert json.loads((tmp_path / "metrics.json").read_text()) == metrics
     comparison = pd.read_csv(tmp_path / "analysis" / "comparison.csv")
     assert set(comparison["source"]) == {"measured", "published"}

@@ -52,8 +52,8 @@ def test_metrics_and_plots_diff_between_two_commits(tmp_path):
 
     diff = json.loads(run(DVC, "metrics", "diff", "HEAD~1", "HEAD", "--json").stdout)
     changes = diff["results/metrics.json"]
-    assert changes["runs.ring-n2.images_per_s"] == {"old": 160.0, "new": 120.0, "diff": -40.0}
-    assert changes["runs.ring-n2.scaling_efficiency"]["new"] < changes["runs.ring-n2.scaling_efficiency"]["old"]
+    assert changes["runs.ring-n2-g1-s0-r0.images_per_s"] == {"old": 160.0, "new": 120.0, "diff": -40.0}
+    assert changes["scaling.ring-g1-n2.efficiency"]["new"] < changes["scaling.ring-g1-n2.efficiency"]["old"]
 
     plots = json.loads(run(DVC, "plots", "diff", "HEAD~1", "HEAD", "--json", "--split").stdout)
     (scaling,) = plots["data"]["results/analysis/scaling.csv"]

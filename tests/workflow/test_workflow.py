@@ -59,6 +59,18 @@ def test_dry_run_default_plans_every_stage(tmp_path):
                       "analyze": 1, "plot": 1, "all": 1, "total": 13}
 
 
+def test_dry_run_plans_the_whole_grid(tmp_path):
+    wf = workflow_copy(tmp_path)
+    (wf / "grid.yaml").write_text(yaml.safe_dump({"train": {"algorithms": ["ring", "native"], "ranks": [1, 2],
+                                                             "bn_groups": [1, "world"], "seeds": [0, 7],
+                                                             "repetitions": 2}}))
+    proc = snakemake(wf, "-n", "-p", "--cores", "2", "--configfile", "grid.yaml")
+    assert proc.returncode == 0, proc.stderr
+    assert job_counts(proc.stdout)["train"] == 2 * 2 * 2 * 2 * 2
+    assert "results/train/native/n2/gworld-s7-r1/run.json" in proc.stdout
+    assert "--set train.bn_group=world --set train.seed=7 --rep 1" in proc.stdout
+
+
 def test_dry_run_cluster_config_with_slurm_profile(tmp_path):
     wf = workflow_copy(tmp_path)
     proc = snakemake(wf, "-n", "--profile", "workflow/profiles/slurm", "--configfile", "config/cluster.yaml")
@@ -66,7 +78,8 @@ def test_dry_run_cluster_config_with_slurm_profile(tmp_path):
     counts = job_counts(proc.stdout)
     assert "make_dataset" not in counts  # ImageNet is an existing folder, never generated
     assert counts["train"] == 6 * 3 and counts["bench"] == 6  # nccl, native, ring at 6 GPU counts
-    assert "results/train/ring/n256/run.json" in proc.stdout and "results/train/nccl/n8/run.json" in proc.stdout
+    assert "results/train/ring/n256/g1-s0-r0/run.json" in proc.stdout
+    assert "results/train/nccl/n8/g1-s0-r0/run.json" in proc.stdout
 
 
 def test_slurm_profile_launches_ranks_with_srun():
@@ -82,6 +95,8 @@ def test_slurm_profile_launches_ranks_with_srun():
         ({"train": {"epochs": 0}}, "train.epochs"),
         ({"bench": {"algorithms": ["ring", "carrier-pigeon"]}}, "bench.algorithms.1"),
         ({"stage": {"where": "/tmp"}}, "stage.where: unknown key"),
+        ({"train": {"ranks": [1, 2], "bn_groups": [1, 2]}}, "train.bn_groups: 2 does not divide train.ranks [1]"),
+        ({"train": {"ranks": [8, 12]}, "cluster": {"tasks_per_node": 8}}, "not multiples of cluster.tasks_per_node"),
     ],
 )
 def test_bad_config_fails_before_any_job(tmp_path, bad, named):
@@ -109,8 +124,8 @@ def test_laptop_run_end_to_end(tmp_path):
                     timeout=900)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
     metrics = json.loads((wf / "results/metrics.json").read_text())
-    assert set(metrics["runs"]) == {"ring-n1", "ring-n2"}
-    assert metrics["runs"]["ring-n2"]["images_per_s"] > 0 and metrics["summary"]["bench_wrong"] == 0
+    assert set(metrics["runs"]) == {"ring-n1-g1-s0-r0", "ring-n2-g1-s0-r0"}
+    assert metrics["runs"]["ring-n2-g1-s0-r0"]["images_per_s"] > 0 and metrics["summary"]["bench_wrong"] == 0
     assert set(metrics["bench_peak_busbw_GBps"]) == {f"{a}-n2" for a in ("native", "gloo", "ring", "multicolor", "rabenseifner")}
     bench = json.loads((wf / "results/bench/n2.json").read_text())
     assert {c["peer"] for c in bench["comparisons"]} == {"native", "gloo"}
@@ -119,9 +134,9 @@ def test_laptop_run_end_to_end(tmp_path):
     for fig in ("scaling", "scaling_efficiency", "time_to_accuracy", "allreduce_busbw", "step_breakdown"):
         assert (wf / f"results/plots/{fig}.png").stat().st_size > 10_000
         assert (wf / f"results/plots/{fig}.svg").read_text().lstrip().startswith("<?xml")
-    for log in ("make_dataset.log", "shard_train.log", "train/ring-n2.log", "bench/n2.log", "plot.log"):
+    for log in ("make_dataset.log", "shard_train.log", "train/ring-n2-g1-s0-r0.log", "bench/n2.log", "plot.log"):
         assert (wf / "results/logs" / log).is_file(), log
-    stage = json.loads((wf / "results/train/ring/n2/stage.json").read_text())
+    stage = json.loads((wf / "results/train/ring/n2/g1-s0-r0/stage.json").read_text())
     assert stage["world_size"] == 2 and stage["nodes"][0]["splits"][0]["copied"] + stage["nodes"][0]["splits"][0]["already_present"] == 4
     report = snakemake(wf, "--configfile", "small.yaml", "--report", "results/report.html", timeout=300)
     assert report.returncode == 0, report.stderr[-3000:]

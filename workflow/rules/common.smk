@@ -7,7 +7,15 @@ from pathlib import Path
 
 DATASET = str(CFG.dataset.path)
 SPLITS = ["train", "val"]
-TRAIN_RUNS = expand("results/train/{algo}/n{ranks}/run.json", algo=CFG.train.algorithms, ranks=CFG.train.ranks)
+# One training run per grid point: algorithm x rank count x BN group x seed x repetition.
+TRAIN_RUNS = expand(
+    "results/train/{algo}/n{ranks}/g{bn}-s{seed}-r{rep}/run.json",
+    algo=CFG.train.algorithms,
+    ranks=CFG.train.ranks,
+    bn=CFG.train.bn_groups,
+    seed=CFG.train.seeds,
+    rep=range(CFG.train.repetitions),
+)
 BENCH_RUNS = expand("results/bench/n{ranks}.json", ranks=CFG.bench.ranks)
 TABLES = expand("results/collect/{table}.csv", table=["runs", "epochs", "evals", "steps", "bench"])
 ANALYSIS = expand("results/analysis/{name}.csv", name=["runs", "scaling", "busbw", "comparison", "tta"])
@@ -19,6 +27,9 @@ PLOTS_SVG = expand("results/plots/{fig}.svg", fig=FIGURES)
 wildcard_constraints:
     algo="[a-z0-9-]+",
     ranks=r"\d+",
+    bn=r"\d+|world",
+    seed=r"\d+",
+    rep=r"\d+",
     split="train|val",
 
 

@@ -1,6 +1,7 @@
-# One training run per (algorithm, rank count). Inside the job: stage this
-# node's shards into node memory, then launch the ranks with the same
-# launcher (mpiexec on a laptop, srun --mpi=pmi2 on SLURM; see the profiles).
+# One training run per grid point (algorithm, rank count, BN group, seed,
+# repetition). Inside the job: stage this node's shards into node memory, then
+# launch the ranks with the same launcher (mpiexec on a laptop, srun
+# --mpi=pmi2 on SLURM; see the profiles).
 
 
 rule train:
@@ -8,15 +9,15 @@ rule train:
         train="results/shards/train",
         val="results/shards/val",
     output:
-        run="results/train/{algo}/n{ranks}/run.json",
-        events="results/train/{algo}/n{ranks}/events.jsonl",
-        stage="results/train/{algo}/n{ranks}/stage.json",
+        run="results/train/{algo}/n{ranks}/g{bn}-s{seed}-r{rep}/run.json",
+        events="results/train/{algo}/n{ranks}/g{bn}-s{seed}-r{rep}/events.jsonl",
+        stage="results/train/{algo}/n{ranks}/g{bn}-s{seed}-r{rep}/stage.json",
     params:
         cfg=sections("train", "loader", "stage", "comm"),
         out=lambda w, output: Path(output.run).parent,
         shards=lambda w, input: Path(input.train).parent,
     log:
-        "results/logs/train/{algo}-n{ranks}.log",
+        "results/logs/train/{algo}-n{ranks}-g{bn}-s{seed}-r{rep}.log",
     conda:
         "../envs/scalerepro.yaml"
     threads: lambda w: int(w.ranks)
@@ -26,4 +27,5 @@ rule train:
         "({resources.launcher} -n {wildcards.ranks} scalerepro stage --config-json {params.cfg:q}"
         " --shards {input.train} {input.val} --log {output.stage}"
         " && {resources.launcher} -n {wildcards.ranks} scalerepro train --config-json {params.cfg:q}"
+        " --set train.bn_group={wildcards.bn} --set train.seed={wildcards.seed} --rep {wildcards.rep}"
         " --algo {wildcards.algo} --shards {params.shards} --out {params.out}) > {log} 2>&1"

@@ -44,7 +44,8 @@ def per_run(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
         st = tables["steps"][tables["steps"]["run"] == run.run]
         step_total = st[["data_s", "fwd_bwd_s", "allreduce_s", "optimizer_s"]].sum()
         rows.append({
-            "run": run.run, "algorithm": run.algorithm, "world_size": int(run.world_size),
+            "run": run.run, "setting": run.setting, "algorithm": run.algorithm, "world_size": int(run.world_size),
+            "bn_group": str(run.bn_group), "seed": int(run.seed), "repetition": int(run.repetition),
             "status": run.status, "target_top1": run.target_top1, "final_top1": run.final_top1,
             "best_top1": float(ev["top1"].max()) if len(ev) else None,
             "tta_s": time_to_accuracy(ev, run.target_top1), "startup_s": run.startup_s,
@@ -57,17 +58,23 @@ def per_run(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+SCALING_COLUMNS = ["setting", "algorithm", "bn_group", "world_size", "runs", "images_per_s", "ideal_images_per_s",
+                   "efficiency", "source"]
+
+
 def scaling(runs: pd.DataFrame) -> pd.DataFrame:
-    """Throughput and scaling efficiency vs the smallest rank count, per algorithm."""
+    """Per setting (algorithm, BN group) and rank count: median images/s over seeds and repetitions, and the
+    scaling efficiency against the smallest rank count of that setting."""
     parts = []
-    for _, group in runs.groupby("algorithm"):
-        g = group.sort_values("world_size").copy()
+    for _, group in runs.dropna(subset=["images_per_s"]).groupby("setting"):
+        g = (group.groupby(["setting", "algorithm", "bn_group", "world_size"], as_index=False)
+             .agg(runs=("run", "count"), images_per_s=("images_per_s", "median")).sort_values("world_size"))
         n0, t0 = g["world_size"].iloc[0], g["images_per_s"].iloc[0]
-        g["efficiency"] = g["images_per_s"] / (g["world_size"] / n0 * t0)
         g["ideal_images_per_s"] = g["world_size"] / n0 * t0
-        parts.append(g[["algorithm", "world_size", "images_per_s", "ideal_images_per_s", "efficiency", "source"]])
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
-        columns=["algorithm", "world_size", "images_per_s", "ideal_images_per_s", "efficiency", "source"])
+        g["efficiency"] = g["images_per_s"] / g["ideal_images_per_s"]
+        g["source"] = "measured"
+        parts.append(g[SCALING_COLUMNS])
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=SCALING_COLUMNS)
 
 
 def load_baselines(path: Path) -> pd.DataFrame:
@@ -90,8 +97,8 @@ def comparison(runs: pd.DataFrame, baselines: pd.DataFrame, scale: pd.DataFrame 
         "time_s": runs["tta_s"], "images_per_s": runs["images_per_s"], "cite": "measured here", "source": "measured",
     })
     if scale is not None and len(scale) and len(runs):
-        eff = runs[["algorithm", "world_size"]].merge(scale[["algorithm", "world_size", "efficiency"]], how="left",
-                                                      on=["algorithm", "world_size"])
+        eff = runs[["setting", "world_size"]].merge(scale[["setting", "world_size", "efficiency"]], how="left",
+                                                    on=["setting", "world_size"])
         measured["scaling_efficiency"] = eff["efficiency"].to_numpy()
     cols = ["work", "accelerators", "top1", "time_s", "images_per_s", "scaling_efficiency", "cite", "source"]
     return pd.concat([measured[cols], baselines.reindex(columns=cols)], ignore_index=True)
@@ -116,8 +123,9 @@ def metrics(runs: pd.DataFrame, scale: pd.DataFrame, bench: pd.DataFrame) -> dic
     """The DVC metrics document: a summary plus per-run and per-benchmark numbers."""
     per = {r["run"]: {k: _clean(r[k]) for k in ("tta_s", "best_top1", "images_per_s", "allreduce_share", "startup_s")}
            for _, r in runs.iterrows()}
-    for _, r in scale.iterrows():
-        per[f"{r['algorithm']}-n{int(r['world_size'])}"]["scaling_efficiency"] = _clean(r["efficiency"])
+    scaled = {f"{r['setting']}-n{int(r['world_size'])}": {"images_per_s": _clean(r["images_per_s"]),
+                                                           "efficiency": _clean(r["efficiency"]), "runs": int(r["runs"])}
+              for _, r in scale.iterrows()}
     peak = {f"{a}-n{int(n)}": _clean(g["busbw_GBps"].max()) for (a, n), g in bench.groupby(["algorithm", "world_size"])} if len(bench) else {}
     reached = runs["tta_s"].notna() if len(runs) else pd.Series(dtype=bool)
     summary = {
@@ -128,13 +136,15 @@ def metrics(runs: pd.DataFrame, scale: pd.DataFrame, bench: pd.DataFrame) -> dic
         "max_images_per_s": _clean(runs["images_per_s"].max()) if len(runs) else None,
         "bench_wrong": int(bench["wrong"].fillna(0).sum()) if len(bench) else 0,
     }
-    return {"summary": summary, "runs": per, "bench_peak_busbw_GBps": peak}
+    return {"summary": summary, "runs": per, "scaling": scaled, "bench_peak_busbw_GBps": peak}
 
 
 def analyze(tables_dir: Path, baselines_path: Path, metrics_path: Path, out: Path) -> dict[str, Any]:
     """Write metrics.json and the analysis CSVs; return the metrics."""
     tables = read_tables(tables_dir)
-    runs = per_run(tables) if len(tables["runs"]) else pd.DataFrame(columns=["run", "algorithm", "world_size", "tta_s", "best_top1", "images_per_s", "source"])
+    runs = per_run(tables) if len(tables["runs"]) else pd.DataFrame(columns=[
+        "run", "setting", "algorithm", "world_size", "bn_group", "seed", "repetition", "tta_s", "best_top1",
+        "images_per_s", "source"])
     scale = scaling(runs)
     bench = busbw(tables["bench"])
     out.mkdir(parents=True, exist_ok=True)

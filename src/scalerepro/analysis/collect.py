@@ -19,9 +19,13 @@ from scalerepro.train.events import read_events
 TABLES = ("runs", "epochs", "evals", "steps", "bench")
 
 
-def run_id(record: dict[str, Any]) -> str:
-    """Stable identifier of a run: algorithm and world size."""
-    return f"{record['algorithm']}-n{record['world_size']}"
+def grid_point(record: dict[str, Any]) -> dict[str, Any]:
+    """A run's place in the experiment grid: algorithm, ranks, BN group, seed, repetition, and its setting."""
+    train = record["config"]["train"]
+    bn, seed, rep = train.get("bn_group", 1), train.get("seed", 0), record.get("repetition", 0)
+    algo, world = record["algorithm"], record["world_size"]
+    return {"run": f"{algo}-n{world}-g{bn}-s{seed}-r{rep}", "setting": f"{algo}-g{bn}", "algorithm": algo,
+            "world_size": world, "bn_group": str(bn), "seed": seed, "repetition": rep}
 
 
 def load_json(path: Path) -> dict[str, Any]:
@@ -36,8 +40,7 @@ def run_tables(run_json: Path) -> dict[str, list[dict[str, Any]]]:
     """Rows of every table for one training run."""
     record = load_json(run_json)
     events = read_events(Path(run_json).parent / "events.jsonl")
-    rid = run_id(record)
-    keys = {"run": rid, "algorithm": record["algorithm"], "world_size": record["world_size"]}
+    keys = grid_point(record)
     t0 = next(e["time_ms"] for e in events if e["key"] == "run_start")
     elapsed = lambda e: (e["time_ms"] - t0) / 1000.0  # noqa: E731
     first_epoch = next((e for e in events if e["key"] == "epoch_start"), None)

@@ -46,7 +46,7 @@ def scaling_plot(scale: pd.DataFrame, comparison: pd.DataFrame, path: Path) -> P
     """Images/s vs accelerators (log-log) per algorithm, the ideal linear line, the published points."""
     fig, ax = plt.subplots(figsize=(6.5, 4.4))
     if len(scale):
-        sns.lineplot(data=scale, x="world_size", y="images_per_s", hue="algorithm", marker="o", ax=ax)
+        sns.lineplot(data=scale, x="world_size", y="images_per_s", hue="setting", marker="o", ax=ax)
         ideal = scale.groupby("world_size", as_index=False)["ideal_images_per_s"].max()
         ax.plot(ideal["world_size"], ideal["ideal_images_per_s"], "k--", lw=1, label="ideal (linear, from the smallest)")
     pub = published_rows(comparison, "images_per_s")
@@ -60,7 +60,7 @@ def scaling_plot(scale: pd.DataFrame, comparison: pd.DataFrame, path: Path) -> P
     if len(scale) or len(pub):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.legend(title="all-reduce (measured here)", fontsize=8)
+        ax.legend(title="all-reduce-g<BN group> (measured here)", fontsize=8)
     else:
         _empty(ax, "training runs")
     ax.set(title="Training throughput vs accelerators", xlabel="ranks (accelerators)", ylabel="throughput (images/s)")
@@ -71,7 +71,7 @@ def efficiency_plot(scale: pd.DataFrame, comparison: pd.DataFrame, path: Path) -
     """Scaling efficiency (throughput / (ranks/smallest x throughput at the smallest)) per algorithm."""
     fig, ax = plt.subplots(figsize=(6.5, 4.4))
     if len(scale):
-        sns.lineplot(data=scale, x="world_size", y="efficiency", hue="algorithm", marker="o", ax=ax)
+        sns.lineplot(data=scale, x="world_size", y="efficiency", hue="setting", marker="o", ax=ax)
         ax.axhline(1.0, color="k", ls="--", lw=1, label="ideal")
     pub = published_rows(comparison, "scaling_efficiency")
     if len(pub):
@@ -82,7 +82,7 @@ def efficiency_plot(scale: pd.DataFrame, comparison: pd.DataFrame, path: Path) -
                         textcoords="offset points", ha="right")
     if len(scale) or len(pub):
         ax.set_xscale("log", base=2)
-        ax.legend(title="all-reduce (measured here)", fontsize=8)
+        ax.legend(title="all-reduce-g<BN group> (measured here)", fontsize=8)
     else:
         _empty(ax, "training runs")
     ax.set(title="Scaling efficiency vs the smallest rank count", xlabel="ranks (accelerators)",
@@ -98,7 +98,7 @@ def tta_plot(tta: pd.DataFrame, runs: pd.DataFrame, path: Path) -> Path:
         for target in sorted(set(runs["target_top1"].dropna())) if len(runs) else []:
             ax.axhline(target, color="grey", ls=":", lw=1)
             ax.text(ax.get_xlim()[0], target, f" target {target:.0%}", va="bottom", color="grey")
-        ax.legend(title="algorithm-ranks")
+        ax.legend(title="run", fontsize=7)
     else:
         _empty(ax, "evaluations")
     ax.set(title="Validation top-1 vs wall time", xlabel="time since run_start (s)", ylabel="top-1 accuracy (fraction)")
@@ -127,11 +127,11 @@ def breakdown_plot(runs: pd.DataFrame, path: Path) -> Path:
             "optimizer_share": "optimizer"}
     if len(runs) and set(cols) <= set(runs.columns):
         shares = runs.set_index("run")[list(cols)].rename(columns=cols)
-        shares.plot.bar(stacked=True, ax=ax, colormap="tab10", rot=0)
+        shares.plot.bar(stacked=True, ax=ax, colormap="tab10", rot=20)
         ax.legend(title="phase", fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     else:
         _empty(ax, "training steps")
-    ax.set(title="Where a training step's time goes", xlabel="run (algorithm-ranks)", ylabel="share of step time")
+    ax.set(title="Where a training step's time goes", xlabel="run (algorithm-n<ranks>-g<BN group>-s<seed>-r<repetition>)", ylabel="share of step time")
     return _save(fig, path)
 
 

@@ -45,6 +45,7 @@ class RunSpec:
     train_dir: Path
     val_dir: Path
     out: Path
+    repetition: int = 0
 
     @property
     def train(self) -> TrainConfig:
@@ -74,6 +75,7 @@ def timed(it: Any) -> Any:
 def run(spec: RunSpec, comm: MPI.Intracomm) -> dict[str, Any]:
     """Train (or resume), evaluate, checkpoint, log; return the run record (written by rank 0)."""
     check_algorithm(spec.algorithm)
+    spec.train.bn_group_size(comm.size)  # a group that does not divide the ranks: fail before any work
     torch.set_num_threads(threads_for(spec.train, comm))
     resuming = (spec.out / checkpoint.CHECKPOINT).exists()
     log = EventLog(spec.out / "events.jsonl", enabled=comm.rank == 0, resume=resuming)
@@ -214,6 +216,8 @@ class Session:
             "argv": argv(),
             "slurm": scheduler(),
             "seed": spec.train.seed,
+            "bn_group": spec.train.bn_group,
+            "repetition": spec.repetition,
             "data": {"train_sha256": self.train_data.manifest["source"]["sha256"],
                      "val_sha256": self.val_data.manifest["source"]["sha256"],
                      "train_dir": str(spec.train_dir), "val_dir": str(spec.val_dir)},

@@ -354,7 +354,8 @@ def cmd_analyze(args: argparse.Namespace) -> None:
     """Tables -> metrics.json and analysis tables."""
     from scalerepro.analysis.analyze import analyze
 
-    metrics = analyze(Path(args.tables), Path(args.baselines), Path(args.metrics), Path(args.out))
+    metrics = analyze(Path(args.tables), Path(args.baselines), Path(args.metrics), Path(args.out),
+                      Path(args.costmodel) if args.costmodel else None)
     print(json.dumps(metrics["summary"], indent=2), file=sys.stderr)
 
 
@@ -482,6 +483,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--baselines", required=True, metavar="FILE", help="published results (config/baselines.yaml)")
     s.add_argument("--metrics", required=True, metavar="FILE", help="metrics JSON to write (DVC metrics)")
     s.add_argument("--out", required=True, metavar="DIR", help="folder for analysis CSVs (DVC plots)")
+    s.add_argument("--costmodel", metavar="FILE", help="cost-model JSON (`scalerepro cost-model`): its projections to "
+                                                       "the papers' scales join comparison.csv as 'projected' rows")
     s.set_defaults(fn=cmd_analyze)
 
     s = sub.add_parser("plot", help="seaborn figures from the analysis tables")

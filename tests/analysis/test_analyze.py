@@ -70,15 +70,25 @@ def test_collect_analyze_plot_end_to_end(tmp_path):
          "median_us": 9.5, "algbw_GBps": 0.0008, "busbw_GBps": 0.0008, "wrong": 0}]}))
     tables = collect(runs, [bench], tmp_path / "collect")
     assert len(tables["evals"]) == 6 and len(tables["steps"]) == 6
+    costmodel = tmp_path / "costmodel.json"
+    costmodel.write_text(json.dumps({"projection": [{"algorithm": "ring", "bytes": 102228128, "fit_regime": "dedicated",
+                                                     "ms": 12.5, "ranks": 256, "source": "projected",
+                                                     "topology": "fattree"}]}))
+    (tmp_path / "r2" / "stage.json").write_text(json.dumps({"nodes": [
+        {"splits": [{"split": "train", "seconds": 1.5}, {"split": "val", "seconds": 0.5}]},
+        {"splits": [{"split": "train", "seconds": 2.5}]}]}))
+    tables = collect(runs, [bench], tmp_path / "collect")
     metrics = analyze(tmp_path / "collect", REPO / "config" / "baselines.yaml", tmp_path / "metrics.json",
-                      tmp_path / "analysis")
+                      tmp_path / "analysis", costmodel)
+    assert metrics["runs"]["ring-n2-g1-s0-r0"]["stage_s"] == 2.5 and metrics["runs"]["ring-n1-g1-s0-r0"]["stage_s"] is None
     assert metrics["runs"]["ring-n1-g1-s0-r0"]["tta_s"] == pytest.approx(20.5)
     assert metrics["runs"]["ring-n2-g1-s0-r0"]["tta_s"] == pytest.approx(30.5)
     assert metrics["scaling"]["ring-g1-n2"]["efficiency"] == pytest.approx(0.8)
     assert metrics["runs"]["ring-n2-g1-s0-r0"]["allreduce_share"] == pytest.approx(0.2)
     assert json.loads((tmp_path / "metrics.json").read_text()) == metrics
     comparison = pd.read_csv(tmp_path / "analysis" / "comparison.csv")
-    assert set(comparison["source"]) == {"measured", "published"}
+    assert set(comparison["source"]) == {"measured", "projected", "published"}
+    assert comparison.loc[comparison["source"] == "projected", "allreduce_ms"].tolist() == [12.5]
     assert "arXiv 1811.06992" in set(comparison["cite"])
     figures = plot_all(tmp_path / "analysis", tmp_path / "plots")
     assert [f.name for f in figures] == list(FIGURES)

@@ -21,6 +21,7 @@ rule analyze:
     input:
         tables=TABLES,
         baselines="config/baselines.yaml",
+        costmodel="results/analysis/costmodel.json",
     output:
         metrics="results/metrics.json",
         tables=[
@@ -36,7 +37,7 @@ rule analyze:
         "../envs/scalerepro.yaml"
     shell:
         "scalerepro analyze --tables {params.tables} --baselines {input.baselines}"
-        " --metrics {output.metrics} --out {params.out} > {log} 2>&1"
+        " --costmodel {input.costmodel} --metrics {output.metrics} --out {params.out} > {log} 2>&1"
 
 
 rule plot:

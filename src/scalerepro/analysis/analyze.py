@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from scalerepro.analysis.collect import read_tables
+from scalerepro.analysis.collect import load_json, read_tables
 from scalerepro.errors import UserError
 from scalerepro.io import write_json_atomic, write_text_atomic
 
@@ -49,6 +49,7 @@ def per_run(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
             "status": run.status, "target_top1": run.target_top1, "final_top1": run.final_top1,
             "best_top1": float(ev["top1"].max()) if len(ev) else None,
             "tta_s": time_to_accuracy(ev, run.target_top1), "startup_s": run.startup_s,
+            "stage_s": getattr(run, "stage_s", None),
             "images_per_s": throughput(ep) if len(ep) else None,
             "allreduce_share": float(step_total["allreduce_s"] / step_total.sum()) if step_total.sum() > 0 else None,
             **{f"{k}_share": float(step_total[f"{k}_s"] / step_total.sum()) if step_total.sum() > 0 else None
@@ -90,8 +91,9 @@ def load_baselines(path: Path) -> pd.DataFrame:
     return frame
 
 
-def comparison(runs: pd.DataFrame, baselines: pd.DataFrame, scale: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Measured runs beside the published results, each row saying which it is."""
+def comparison(runs: pd.DataFrame, baselines: pd.DataFrame, scale: pd.DataFrame | None = None,
+               projected: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Measured runs, cost-model projections and published results, each row saying which it is."""
     measured = pd.DataFrame({
         "work": "this cluster: " + runs["run"], "accelerators": runs["world_size"], "top1": runs["best_top1"],
         "time_s": runs["tta_s"], "images_per_s": runs["images_per_s"], "cite": "measured here", "source": "measured",
@@ -100,8 +102,24 @@ def comparison(runs: pd.DataFrame, baselines: pd.DataFrame, scale: pd.DataFrame 
         eff = runs[["setting", "world_size"]].merge(scale[["setting", "world_size", "efficiency"]], how="left",
                                                     on=["setting", "world_size"])
         measured["scaling_efficiency"] = eff["efficiency"].to_numpy()
-    cols = ["work", "accelerators", "top1", "time_s", "images_per_s", "scaling_efficiency", "cite", "source"]
-    return pd.concat([measured[cols], baselines.reindex(columns=cols)], ignore_index=True)
+    cols = ["work", "accelerators", "top1", "time_s", "images_per_s", "scaling_efficiency", "allreduce_ms", "cite",
+            "source"]
+    parts = [measured.reindex(columns=cols), baselines.reindex(columns=cols)]
+    if projected is not None and len(projected):
+        parts.insert(1, projected.reindex(columns=cols))
+    return pd.concat(parts, ignore_index=True)
+
+
+def projections(costmodel_path: Path | None) -> pd.DataFrame:
+    """The cost model's projected time per all-reduce of ResNet-50's gradients at the papers' scales."""
+    cols = ["work", "accelerators", "allreduce_ms", "cite", "source"]
+    if costmodel_path is None:
+        return pd.DataFrame(columns=cols)
+    doc = load_json(costmodel_path)
+    rows = [{"work": f"projected: {p['algorithm']} on a {p['topology']} ({p['fit_regime']} fit)",
+             "accelerators": p["ranks"], "allreduce_ms": p["ms"], "cite": "cost model fitted here",
+             "source": "projected"} for p in doc.get("projection", [])]
+    return pd.DataFrame(rows, columns=cols)
 
 
 def busbw(bench: pd.DataFrame) -> pd.DataFrame:
@@ -121,7 +139,8 @@ def _clean(value: Any) -> Any:
 
 def metrics(runs: pd.DataFrame, scale: pd.DataFrame, bench: pd.DataFrame) -> dict[str, Any]:
     """The DVC metrics document: a summary plus per-run and per-benchmark numbers."""
-    per = {r["run"]: {k: _clean(r[k]) for k in ("tta_s", "best_top1", "images_per_s", "allreduce_share", "startup_s")}
+    per = {r["run"]: {k: _clean(r.get(k)) for k in ("tta_s", "best_top1", "images_per_s", "allreduce_share",
+                                                     "startup_s", "stage_s")}
            for _, r in runs.iterrows()}
     scaled = {f"{r['setting']}-n{int(r['world_size'])}": {"images_per_s": _clean(r["images_per_s"]),
                                                            "efficiency": _clean(r["efficiency"]), "runs": int(r["runs"])}
@@ -139,7 +158,8 @@ def metrics(runs: pd.DataFrame, scale: pd.DataFrame, bench: pd.DataFrame) -> dic
     return {"summary": summary, "runs": per, "scaling": scaled, "bench_peak_busbw_GBps": peak}
 
 
-def analyze(tables_dir: Path, baselines_path: Path, metrics_path: Path, out: Path) -> dict[str, Any]:
+def analyze(tables_dir: Path, baselines_path: Path, metrics_path: Path, out: Path,
+            costmodel_path: Path | None = None) -> dict[str, Any]:
     """Write metrics.json and the analysis CSVs; return the metrics."""
     tables = read_tables(tables_dir)
     runs = per_run(tables) if len(tables["runs"]) else pd.DataFrame(columns=[
@@ -150,7 +170,7 @@ def analyze(tables_dir: Path, baselines_path: Path, metrics_path: Path, out: Pat
     out.mkdir(parents=True, exist_ok=True)
     outputs = {
         "runs.csv": runs, "scaling.csv": scale, "busbw.csv": bench,
-        "comparison.csv": comparison(runs, load_baselines(baselines_path), scale),
+        "comparison.csv": comparison(runs, load_baselines(baselines_path), scale, projections(costmodel_path)),
         "tta.csv": tables["evals"][["run", "algorithm", "world_size", "epoch", "elapsed_s", "top1", "top5"]]
         if len(tables["evals"]) else pd.DataFrame(columns=["run", "algorithm", "world_size", "epoch", "elapsed_s", "top1", "top5"]),
     }

@@ -51,6 +51,7 @@ def run_tables(run_json: Path) -> dict[str, list[dict[str, Any]]]:
         "global_batch": train["batch_per_rank"] * record["world_size"], "epochs": train["epochs"],
         "target_top1": train["target_top1"], "final_top1": (record["final"] or {}).get("top1"),
         "startup_s": elapsed(first_epoch) if first_epoch else None, "hosts": len(set(record["hosts"])),
+        "stage_s": stage_seconds(Path(run_json).parent / "stage.json"),
     })
     for e in events:
         m = e["metadata"]
@@ -65,6 +66,15 @@ def run_tables(run_json: Path) -> dict[str, list[dict[str, Any]]]:
                                         "data_s": m["data_s"], "fwd_bwd_s": m["fwd_bwd_s"],
                                         "allreduce_s": m["allreduce_s"], "optimizer_s": m["optimizer_s"]})
     return out
+
+
+def stage_seconds(path: Path) -> float | None:
+    """Staging time of a run (the slowest node, all splits), logged apart from training; None if not staged."""
+    if not path.is_file():
+        return None
+    nodes = load_json(path).get("nodes", [])
+    per_node = [sum(split.get("seconds", 0.0) for split in node.get("splits", [])) for node in nodes]
+    return max(per_node) if per_node else None
 
 
 def bench_rows(record: dict[str, Any]) -> list[dict[str, Any]]:

@@ -268,21 +268,11 @@ def cmd_bench_train(args: argparse.Namespace) -> None:
     record = {"argv": argv(), "versions": versions(), "hosts": hosts(comm), "spec": spec.__dict__,
               "config": cfg.to_dict(), **result}
     if args.baselines:
-        record["published_per_accelerator"] = _per_accelerator(Path(args.baselines), cfg.train.model)
+        record["published_per_accelerator"] = bench.published_per_accelerator(Path(args.baselines), cfg.train.model)
     on_root(comm, lambda: write_json_atomic(args.out, record))
     on_root(comm, lambda: print(bench.format_summary(result["summary"]) + "".join(
         f"\npublished {b['work']}: {b['images_per_s_per_accelerator']:.0f} images/s per accelerator ({b['hardware']})"
         for b in record.get("published_per_accelerator", [])), file=sys.stderr))
-
-
-def _per_accelerator(path: Path, model: str) -> list[dict[str, Any]]:
-    """Published images/s per accelerator for ``model`` from a baselines file (entries that give a rate)."""
-    if not path.exists():
-        raise UserError(f"--baselines {path}: no such file (the repository's is config/baselines.yaml)")
-    rows = yaml.safe_load(path.read_text()).get("baselines", [])
-    return [{"work": b["work"], "hardware": b.get("hardware"), "cite": b.get("cite"),
-             "images_per_s_per_accelerator": b["images_per_s"] / b["accelerators"]}
-            for b in rows if b.get("model") == model and b.get("images_per_s") and b.get("accelerators")]
 
 
 def _int_list(text: str, flag: str) -> tuple[int, ...]:

@@ -13,7 +13,8 @@ from mpi4py import MPI
 from torch import nn
 
 from scalerepro.comm.context import Context
-from scalerepro.train.batchnorm import MPIGroupSum, bn_context, convert
+from scalerepro.train.batchnorm import GroupSum, bn_context, convert
+from scalerepro.train.buckets import mpi_reducer
 
 comm = MPI.COMM_WORLD
 p, r = comm.size, comm.rank
@@ -21,7 +22,7 @@ G = p if sys.argv[1] == "world" else int(sys.argv[1])
 B, C, H, W = 3, 5, 4, 3  # per-rank batch
 failures = []
 with Context(comm) as ctx, bn_context(ctx, G) as group_ctx:
-    group = MPIGroupSum(group_ctx)
+    group = GroupSum(mpi_reducer("native", group_ctx), group_ctx.size)
     first = (r // G) * G
     for dtype, tol in ((torch.float64, 1e-10), (torch.float32, 1e-5)):
         gen = torch.Generator().manual_seed(7)

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from tests.workflow.test_workflow import snakemake, workflow_copy
+from tests.workflow.test_workflow import small_config, snakemake, workflow_copy
 
 SCRIPT = REPO / "scripts" / "local-slurm.sh"
 
@@ -38,15 +38,8 @@ def scontrol_job(job_id: str) -> str:
 @pytest.mark.slurm
 def test_workflow_runs_on_slurm_with_srun_inside_the_allocation(slurm_cluster, tmp_path):
     wf = workflow_copy(tmp_path)
-    small = {
-        "dataset": {"name": "small", "train_per_class": 16, "val_per_class": 4, "max_size": 200, "quirks_per_kind": 1},
-        "shard": {"train_shards": 4, "val_shards": 2},
-        "stage": {"root": str(tmp_path / "shm")},
-        "train": {"ranks": [1, 2], "algorithms": ["ring"], "epochs": 2, "width": 8, "batch_per_rank": 16},
-        "bench": {"ranks": [2], "max_bytes": 65536, "iters": 3},
-        "cluster": {"tasks_per_node": 2, "cpus_per_task": 1, "mem_mb_per_cpu": 2000, "train_runtime_min": 20,
-                    "bench_runtime_min": 10},
-    }
+    small = small_config(tmp_path) | {"cluster": {"tasks_per_node": 2, "cpus_per_task": 1, "mem_mb_per_cpu": 2000,
+                                                  "train_runtime_min": 20, "bench_runtime_min": 10}}
     (wf / "small.yaml").write_text(yaml.safe_dump(small))
     run = snakemake(wf, "--profile", "workflow/profiles/slurm", "--configfile", "small.yaml",
                     "--slurm-init-seconds-before-status-checks", "1", "--latency-wait", "5",

@@ -34,6 +34,17 @@ def snakemake(cwd: Path, *args: str, timeout: float = 120) -> subprocess.Complet
                           timeout=timeout)
 
 
+def small_config(tmp_path: Path) -> dict:
+    """The reduced laptop sweep the end-to-end tests run: 1 and 2 ranks of ring, 2 epochs, staged under tmp_path."""
+    return {
+        "dataset": {"name": "small", "train_per_class": 16, "val_per_class": 4, "max_size": 200, "quirks_per_kind": 1},
+        "shard": {"train_shards": 4, "val_shards": 2},
+        "stage": {"root": str(tmp_path / "shm")},
+        "train": {"ranks": [1, 2], "algorithms": ["ring"], "epochs": 2, "width": 8, "batch_per_rank": 16},
+        "bench": {"ranks": [2], "max_bytes": 65536, "iters": 3},
+    }
+
+
 def job_counts(stdout: str) -> dict[str, int]:
     """The 'Job stats' table of a dry-run."""
     lines = stdout[stdout.index("Job stats:"):].splitlines()[3:]
@@ -112,14 +123,7 @@ def test_bad_config_fails_before_any_job(tmp_path, bad, named):
 def test_laptop_run_end_to_end(tmp_path):
     """make run's two commands on a reduced dataset: every stage, metrics, figures, report; a rerun does nothing."""
     wf = workflow_copy(tmp_path)
-    small = {
-        "dataset": {"name": "small", "train_per_class": 16, "val_per_class": 4, "max_size": 200, "quirks_per_kind": 1},
-        "shard": {"train_shards": 4, "val_shards": 2},
-        "stage": {"root": str(tmp_path / "shm")},
-        "train": {"ranks": [1, 2], "algorithms": ["ring"], "epochs": 2, "width": 8, "batch_per_rank": 16},
-        "bench": {"ranks": [2], "max_bytes": 65536, "iters": 3},
-    }
-    (wf / "small.yaml").write_text(yaml.safe_dump(small))
+    (wf / "small.yaml").write_text(yaml.safe_dump(small_config(tmp_path)))
     run = snakemake(wf, "--cores", "2", "--profile", "workflow/profiles/laptop", "--configfile", "small.yaml",
                     timeout=900)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]

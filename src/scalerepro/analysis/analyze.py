@@ -49,7 +49,7 @@ def per_run(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
             "status": run.status, "target_top1": run.target_top1, "final_top1": run.final_top1,
             "best_top1": float(ev["top1"].max()) if len(ev) else None,
             "tta_s": time_to_accuracy(ev, run.target_top1), "startup_s": run.startup_s,
-            "stage_s": getattr(run, "stage_s", None),
+            "stage_s": run.stage_s,
             "images_per_s": throughput(ep) if len(ep) else None,
             "allreduce_share": float(step_total["allreduce_s"] / step_total.sum()) if step_total.sum() > 0 else None,
             **{f"{k}_share": float(step_total[f"{k}_s"] / step_total.sum()) if step_total.sum() > 0 else None
@@ -139,7 +139,7 @@ def _clean(value: Any) -> Any:
 
 def metrics(runs: pd.DataFrame, scale: pd.DataFrame, bench: pd.DataFrame) -> dict[str, Any]:
     """The DVC metrics document: a summary plus per-run and per-benchmark numbers."""
-    per = {r["run"]: {k: _clean(r.get(k)) for k in ("tta_s", "best_top1", "images_per_s", "allreduce_share",
+    per = {r["run"]: {k: _clean(r[k]) for k in ("tta_s", "best_top1", "images_per_s", "allreduce_share",
                                                      "startup_s", "stage_s")}
            for _, r in runs.iterrows()}
     scaled = {f"{r['setting']}-n{int(r['world_size'])}": {"images_per_s": _clean(r["images_per_s"]),

@@ -176,12 +176,12 @@ def split_batches(ids: np.ndarray, batch: int, drop_last: bool) -> list[np.ndarr
 def batches(data: ShardDataset, ids: np.ndarray, batch: int, pipeline: Pipeline, size: int, *,
             seed: int, epoch: int, workers: int, drop_last: bool, prefetch: int = 2) -> DataLoader:
     """Batches of ``ids`` in order (shuffling is :func:`epoch_indices`'s), built in ``workers`` processes."""
-    extra: dict[str, Any] = {"prefetch_factor": prefetch, "worker_init_fn": _one_thread} if workers else {}
+    extra: dict[str, Any] = {"prefetch_factor": prefetch, "worker_init_fn": _init_worker} if workers else {}
     return DataLoader(BatchDataset(data, split_batches(ids, batch, drop_last), pipeline, size, seed, epoch),
                       batch_size=None, shuffle=False, num_workers=workers, **extra)
 
 
-def _one_thread(worker_id: int) -> None:
+def _init_worker(worker_id: int) -> None:
     """A worker normalises with one torch thread (the workers are the parallelism) and ignores stop signals.
 
     SLURM signals every process of a job step; the training process turns SIGTERM/SIGUSR1 into a

@@ -12,13 +12,13 @@ torch's SyncBatchNorm refuses CPU tensors, hence this module.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol
 
 import torch
 from torch import nn
 
 from scalerepro.comm.context import Context
-from scalerepro.comm.registry import allreduce
 
 
 class GroupReduce(Protocol):
@@ -30,24 +30,17 @@ class GroupReduce(Protocol):
         """In-place sum over the group."""
 
 
-class MPIGroupSum:
-    """GroupReduce over an MPI sub-communicator (through the watchdogged ``native`` all-reduce)."""
+@dataclass(frozen=True)
+class GroupSum:
+    """GroupReduce from a bucket Reducer (the watchdogged ``native`` all-reduce, or torch.distributed) of ``size`` ranks."""
 
-    def __init__(self, ctx: Context) -> None:
-        """Sum over ``ctx``'s ranks."""
-        self.ctx = ctx
-        self.size = ctx.size
+    reduce: Callable[[torch.Tensor], None]
+    size: int
 
     def __call__(self, t: torch.Tensor) -> None:
-        """Sum ``t`` (float64, any device) over the group; one host copy on a GPU."""
-        if self.size == 1:
-            return
-        if t.device.type == "cpu":
-            allreduce(t, "native", self.ctx)
-            return
-        host = t.cpu()
-        allreduce(host, "native", self.ctx)
-        t.copy_(host)
+        """Sum ``t`` over the group (nothing to do alone)."""
+        if self.size > 1:
+            self.reduce(t)
 
 
 def bn_context(ctx: Context, group: int) -> Context:

@@ -128,23 +128,22 @@ class Buckets:
             p.grad.copy_(buf[offset : offset + n].view_as(p))
             offset += n
 
-    def synchronize(self) -> tuple[float, float]:
-        """Finish every bucket's sum; (seconds in all-reduce calls, seconds this thread waited after backward)."""
-        t0 = time.perf_counter()
+    def synchronize(self) -> float:
+        """Finish every bucket's sum; the seconds spent in all-reduce calls (on the communication thread, if any)."""
         if not self.overlap:
             busy = 0.0
             for i in range(len(self.groups)):
                 self._pack(i)
                 busy += self._timed(self.buffers[i])
                 self._unpack(i)
-            return busy, time.perf_counter() - t0
+            return busy
         for i in range(self._next, len(self.groups)):  # buckets whose hooks never fired (unused parameters)
             self._launch(i)
         busy = sum(f.result() for f in self._futures)
         for i in range(len(self.groups)):
             self._unpack(i)
         self._reset()
-        return busy, time.perf_counter() - t0
+        return busy
 
     def close(self) -> None:
         """Stop the communication thread."""

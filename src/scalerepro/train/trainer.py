@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from mpi4py import MPI
@@ -79,7 +78,7 @@ class Trainer:
             loss = self.loss_fn(self.model(x), y)
         loss.backward()
         t1 = self._sync()
-        busy, _ = self.buckets.synchronize()
+        busy = self.buckets.synchronize()
         t2 = self._sync()
         self.opt.step()
         t3 = self._sync()
@@ -105,26 +104,14 @@ def build_trainer(cfg: TrainConfig, algorithm: str, ctx: Context, classes: int, 
         reduce, bn = _torch_sync(ctx, device, group)
     else:
         reduce = mpi_reducer(algorithm, ctx)
-        bn = batchnorm.MPIGroupSum(stack.enter_context(batchnorm.bn_context(ctx, group))) if group > 1 else None
+        bn = None
+        if group > 1:
+            bn = batchnorm.GroupSum(mpi_reducer("native", stack.enter_context(batchnorm.bn_context(ctx, group))), group)
     if bn is not None:
         batchnorm.convert(model, bn)
     trainer = Trainer(model, cfg, reduce, ctx.size, device)
     stack.callback(trainer.close)
     return trainer
-
-
-class _TorchGroupSum:
-    """GroupReduce over a torch.distributed subgroup."""
-
-    def __init__(self, group: Any, size: int) -> None:
-        """Sum over ``group`` of ``size`` ranks."""
-        self.group, self.size = group, size
-
-    def __call__(self, t: torch.Tensor) -> None:
-        """In-place sum."""
-        import torch.distributed as dist
-
-        dist.all_reduce(t, group=self.group)
 
 
 def check_algorithm(name: str) -> None:
@@ -133,7 +120,7 @@ def check_algorithm(name: str) -> None:
         get(name)
 
 
-def _torch_sync(ctx: Context, device: torch.device, group: int) -> tuple[Reducer, _TorchGroupSum | None]:
+def _torch_sync(ctx: Context, device: torch.device, group: int) -> tuple[Reducer, batchnorm.GroupSum | None]:
     """Gradient and batch-norm sums over torch.distributed: nccl for CUDA tensors, gloo on the CPU."""
     import torch.distributed as dist
 
@@ -147,4 +134,4 @@ def _torch_sync(ctx: Context, device: torch.device, group: int) -> tuple[Reducer
         sub = dist.new_group(list(range(first, first + group)))
         if first <= ctx.rank < first + group:
             mine = sub
-    return torch_reducer(world), _TorchGroupSum(mine, group)
+    return torch_reducer(world), batchnorm.GroupSum(torch_reducer(mine), group)

@@ -169,6 +169,19 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_supervise(args: argparse.Namespace) -> int:
+    """Run the launcher line; on failure, name the rank that died first, the last step and checkpoint."""
+    from scalerepro.train.supervise import supervise
+
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not cmd:
+        raise UserError("no command given; e.g. scalerepro supervise --run-dir DIR -- mpiexec -n 2 scalerepro train ...")
+    try:
+        return supervise(cmd, Path(args.run_dir))
+    except FileNotFoundError:
+        raise UserError(f"{cmd[0]}: command not found; is the launcher on PATH (mpiexec from the mpich wheel, or srun)?") from None
+
+
 def cmd_bench(args: argparse.Namespace) -> None:
     """All-reduce sweep with correctness check; JSON for analysis, a table for people."""
     import os
@@ -398,6 +411,14 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--rep", type=int, default=0, metavar="K",
                    help="repetition index of this run among runs with the same settings (recorded; default 0)")
     s.set_defaults(fn=cmd_train)
+
+    s = sub.add_parser("supervise", help="run a training launcher line; on failure name the rank that died and where",
+                       description="Runs CMD (e.g. mpiexec -n 2 scalerepro train ... --out DIR) and passes its exit "
+                                   "status through. If it fails, prints which rank on this host exited first (pid, "
+                                   "host), the last step logged and the last checkpoint, and how to resume.")
+    s.add_argument("--run-dir", required=True, metavar="DIR", help="the training run's --out folder")
+    s.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the launcher line to run")
+    s.set_defaults(fn=cmd_supervise)
 
     s = sub.add_parser("bench", help="all-reduce sweep, nccl-tests style (run under mpiexec/srun)",
                        description="Sizes by doubling; t = max over ranks of the mean; busbw = algbw*2(p-1)/p; checked.")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
@@ -56,6 +57,12 @@ def node_layout(comm: MPI.Intracomm) -> Layout:
 def hosts(comm: MPI.Intracomm) -> list[str]:
     """Host name of every rank, in rank order."""
     return comm.allgather(socket.gethostname())
+
+
+def processes(comm: MPI.Intracomm) -> list[dict[str, Any]]:
+    """Rank, host and pid of every rank, in rank order (what ``scalerepro supervise`` watches)."""
+    return [{"rank": r, "host": h, "pid": p}
+            for r, (h, p) in enumerate(comm.allgather((socket.gethostname(), os.getpid())))]
 
 
 def library_version() -> str:

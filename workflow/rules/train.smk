@@ -1,7 +1,9 @@
 # One training run per grid point (algorithm, rank count, BN group, seed,
 # repetition). Inside the job: stage this node's shards into node memory, then
 # launch the ranks with the same launcher (mpiexec on a laptop, srun
-# --mpi=pmi2 on SLURM; see the profiles).
+# --mpi=pmi2 on SLURM; see the profiles). A failed or interrupted attempt
+# leaves checkpoint.pt and events.jsonl.partial in the run folder (neither is
+# a declared output, so Snakemake keeps them); the retry or rerun resumes there.
 
 
 rule train:
@@ -24,8 +26,13 @@ rule train:
     resources:
         **mpi_resources(CFG.cluster.train_runtime_min, measure=1),
     shell:
-        "({resources.launcher} -n {wildcards.ranks} scalerepro stage --config-json {params.cfg:q}"
+        # Every attempt's output is appended to the run folder's attempts.log (Snakemake removes
+        # {log} before a retry); `supervise` names the rank that died, the step and the checkpoint.
+        "(echo \"== train job on $(hostname) at $(date -u +%FT%TZ)\""
+        " && {resources.launcher} -n {wildcards.ranks} scalerepro stage --config-json {params.cfg:q}"
         " --shards {input.train} {input.val} --log {output.stage}"
-        " && {resources.launcher} -n {wildcards.ranks} scalerepro train --config-json {params.cfg:q}"
+        " && scalerepro supervise --run-dir {params.out} --"
+        " {resources.launcher} -n {wildcards.ranks} scalerepro train --config-json {params.cfg:q}"
         " --set train.bn_group={wildcards.bn} --set train.seed={wildcards.seed} --rep {wildcards.rep}"
-        " --algo {wildcards.algo} --shards {params.shards} --out {params.out}) > {log} 2>&1"
+        " --algo {wildcards.algo} --shards {params.shards} --out {params.out}) 2>&1"
+        " | tee -a {params.out}/attempts.log > {log}"

@@ -52,10 +52,11 @@ class CommParams:
 class Watchdog:
     """Aborts the job, naming the missing ranks, when a collective outlives its deadline."""
 
-    def __init__(self, comm: MPI.Intracomm, timeout_s: float) -> None:
-        """Duplicate ``comm`` for queries and start the thread."""
+    def __init__(self, comm: MPI.Intracomm, timeout_s: float, where: Any = lambda: "") -> None:
+        """Duplicate ``comm`` for queries and start the thread; ``where()`` says what the caller is doing."""
         self.comm = comm.Dup()
         self.timeout_s = timeout_s
+        self.where = where
         # Written by the collective's thread, read by the watchdog's: plain attribute
         # stores are atomic under the GIL, so the fast path takes no lock.
         self.seq = 0
@@ -106,8 +107,9 @@ class Watchdog:
         if late:
             parts.append(f"rank(s) {late} never arrived at this collective")
         why = "; ".join(parts) or "every rank is inside it (a deadlock or a stalled network)"
+        where = self.where()
         print(
-            f"scalerepro: error: {name} (collective #{seq}) did not finish within comm.timeout_s="
+            f"scalerepro: error: {name} (collective #{seq}{', ' + where if where else ''}) did not finish within comm.timeout_s="
             f"{self.timeout_s:g} s on rank {me}: {why}. Aborting the job.",
             file=sys.stderr, flush=True,
         )
@@ -152,6 +154,7 @@ class Context:
         self._subs: dict[Any, MPI.Intracomm] = {}
         self._watchdog: Watchdog | None = None
         self._extra: dict[str, Any] = {}
+        self.phase = ""  # what the caller is doing, e.g. "epoch 2, step 23": named if a collective times out
 
     @property
     def size(self) -> int:
@@ -166,7 +169,7 @@ class Context:
     def watchdog(self) -> Watchdog | None:
         """The watchdog (started on first use); None on a single rank, where nothing can hang."""
         if self._watchdog is None and self.comm.size > 1:
-            self._watchdog = Watchdog(self.comm, self.params.timeout_s)
+            self._watchdog = Watchdog(self.comm, self.params.timeout_s, where=lambda: self.phase)
         return self._watchdog
 
     def split(self, key: Any, color: int, order: int) -> MPI.Intracomm:

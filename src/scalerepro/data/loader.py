@@ -19,8 +19,10 @@ its way to the trainer.
 
 from __future__ import annotations
 
+import ctypes
 import math
 import signal
+import sys
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
@@ -32,6 +34,7 @@ from scalerepro.data.shards import ShardReader, open_shards, read_manifest
 from scalerepro.errors import UserError
 from scalerepro.mpi import Layout
 
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
 
@@ -182,11 +185,21 @@ def batches(data: ShardDataset, ids: np.ndarray, batch: int, pipeline: Pipeline,
 
 
 def _init_worker(worker_id: int) -> None:
-    """A worker normalises with one torch thread (the workers are the parallelism) and ignores stop signals.
+    """A worker normalises with one torch thread (the workers are the parallelism), ignores stop signals, dies with its rank.
 
     SLURM signals every process of a job step; the training process turns SIGTERM/SIGUSR1 into a
-    checkpoint, and its workers must live until it has written it (they exit with it).
+    checkpoint, and its workers must live until it has written it (they exit with it). If the rank
+    itself is killed, the kernel kills its workers at once (PR_SET_PDEATHSIG): torch only notices
+    a dead parent every 5 s, and the launcher waits for the orphans' output pipes before it ends the job.
     """
     torch.set_num_threads(1)
     for s in (signal.SIGTERM, signal.SIGUSR1):
         signal.signal(s, signal.SIG_IGN)
+    _die_with_parent()
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGKILL this process when the process that forked it exits (elsewhere: nothing)."""
+    if not sys.platform.startswith("linux"):
+        return
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)

@@ -27,7 +27,7 @@ from scalerepro.data.augment import EvalPipeline, TrainPipeline
 from scalerepro.data.loader import ShardDataset, batches, epoch_indices, eval_indices, samples_per_rank
 from scalerepro.errors import UserError
 from scalerepro.io import write_json_atomic
-from scalerepro.mpi import hosts, node_comm, node_layout, on_root
+from scalerepro.mpi import hosts, node_comm, node_layout, on_root, processes
 from scalerepro.provenance import argv, scheduler, versions
 from scalerepro.train import checkpoint
 from scalerepro.train.checkpoint import Preempted, Progress, StopSignals
@@ -82,6 +82,8 @@ def run(spec: RunSpec, comm: MPI.Intracomm) -> dict[str, Any]:
     signals = StopSignals()
     if not resuming:  # MLPerf: the clock starts before the dataset is touched
         log.start("run_start", algorithm=spec.algorithm, world_size=comm.size)
+    ranks = processes(comm)
+    on_root(comm, lambda: write_json_atomic(spec.out / "ranks.json", {"ranks": ranks}))
     try:
         with ExitStack() as stack:
             ctx = stack.enter_context(Context(comm, spec.config.comm.params()))
@@ -161,6 +163,7 @@ class Session:
                          prefetch=lc.prefetch)
         t_epoch, images = time.perf_counter(), 0
         for wait, (x, y, _) in timed(loader):
+            self.ctx.phase = f"epoch {epoch}, step {self.progress.step}"
             self.stop_if_signalled()
             lr = learning_rate(cfg, world, self.progress.step, self.steps_per_epoch)
             t = self.trainer.step(x, y, lr)
@@ -197,6 +200,7 @@ class Session:
 
     def evaluate(self, epoch: int) -> None:
         """Top-1/top-5 on the val split; remembers when the target is first reached."""
+        self.ctx.phase = f"evaluation after epoch {epoch}"
         top1, top5, n = evaluate(self.trainer, self.val_data, self.spec, self.layout, self.ctx)
         self.log.emit("eval_accuracy", top1, epoch_num=epoch, top5=top5, samples=n)
         self.progress.evals.append({"epoch": epoch, "top1": top1, "top5": top5})

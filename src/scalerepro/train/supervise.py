@@ -1,0 +1,166 @@
+"""``scalerepro supervise``: run a launcher line and, when it fails, say which rank died and where.
+
+When one rank dies (OOM killer, segfault, ``kill -9``), MPICH's ``mpiexec``
+kills the others within a fraction of a second, so no surviving rank can
+report anything; srun names the task but not the step. The supervisor (like
+torch.distributed.elastic's agent) watches the ranks of its own host through
+``ranks.json`` (written by rank 0 at the start of every run segment) and
+pidfds, so it sees which rank exited first. When the launcher fails it
+prints one report: that rank, its pid and host, the last step in the event
+log, the last checkpoint and whether it loads, and how to resume. A rank on
+another host is covered by the all-reduce watchdog, which names it after
+``comm.timeout_s``. The launcher's exit status is passed through.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scalerepro.train.checkpoint import CHECKPOINT, STOP_SIGNALS
+from scalerepro.train.events import read_events
+
+RANKS = "ranks.json"
+POLL_S = 0.05
+
+
+@dataclass
+class Watch:
+    """The ranks of this host: pidfds of the current segment, and the first to exit."""
+
+    run_dir: Path
+    since: float
+    fds: dict[int, dict[str, Any]] = field(default_factory=dict)
+    stamp: float = 0.0
+    first: list[dict[str, Any]] = field(default_factory=list)
+    first_at: float | None = None
+
+    def refresh(self) -> None:
+        """Open pidfds for this host's ranks once rank 0 has written a new ranks.json."""
+        path = self.run_dir / RANKS
+        try:
+            stamp = path.stat().st_mtime
+        except FileNotFoundError:
+            return
+        if stamp < self.since or stamp == self.stamp:
+            return
+        self.stamp = stamp
+        host = socket.gethostname()
+        for fd in self.fds:
+            os.close(fd)
+        self.fds = {}
+        for proc in json.loads(path.read_text())["ranks"]:
+            if proc["host"] != host:
+                continue
+            try:
+                self.fds[os.pidfd_open(proc["pid"])] = proc
+            except (ProcessLookupError, OSError):
+                self.exited([proc])
+
+    def poll(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds; note the ranks that exit."""
+        if not self.fds:
+            time.sleep(timeout)
+            return
+        ready, _, _ = select.select(list(self.fds), [], [], timeout)
+        self.exited([self.fds[fd] for fd in ready])
+        for fd in ready:
+            os.close(fd)
+            del self.fds[fd]
+
+    def exited(self, procs: list[dict[str, Any]]) -> None:
+        """Remember the first ranks seen exiting (several if they went in the same poll)."""
+        if procs and self.first_at is None:
+            self.first, self.first_at = sorted(procs, key=lambda p: p["rank"]), time.monotonic()
+
+    def close(self) -> None:
+        """Close the pidfds."""
+        for fd in self.fds:
+            os.close(fd)
+        self.fds = {}
+
+
+def supervise(cmd: list[str], run_dir: Path) -> int:
+    """Run ``cmd`` (in this process group, so SLURM's and Snakemake's signals reach it); report a failure."""
+    if not cmd:
+        raise ValueError("no command to supervise")
+    received: list[int] = []
+    previous = {s: signal.signal(s, lambda signum, _f: received.append(signum)) for s in (*STOP_SIGNALS, signal.SIGINT)}
+    watch = Watch(run_dir, since=time.time() - 1.0)
+    try:
+        child = subprocess.Popen(cmd)
+        while child.poll() is None:
+            watch.refresh()
+            watch.poll(POLL_S)
+        code = child.returncode
+        ended = time.monotonic()
+    finally:
+        watch.close()
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    if code != 0 and not received and not _preempted(code):
+        print(report(code, watch, ended, run_dir), file=sys.stderr, flush=True)
+    return code if code >= 0 else 128 - code
+
+
+def _preempted(code: int) -> bool:
+    """The exit status ``scalerepro train`` uses after a preemption checkpoint (it explains itself)."""
+    return code in {128 + int(s) for s in STOP_SIGNALS}
+
+
+def report(code: int, watch: Watch, ended: float, run_dir: Path) -> str:
+    """One paragraph: who died, when, the last step and checkpoint, what to do."""
+    status = f"exit code {code}" if code > 0 else f"killed by {signal.Signals(-code).name}"
+    if watch.first:
+        who = ", ".join(f"rank {p['rank']} (pid {p['pid']} on {p['host']})" for p in watch.first)
+        lead = (f"the job failed ({status}) {ended - watch.first_at:.2f} s after {who} exited first"
+                if watch.first_at is not None else f"the job failed ({status}) after {who} exited")
+    else:
+        lead = (f"the job failed ({status}); no rank on this host exited before the launcher "
+                f"(see the launcher's and the ranks' messages above)")
+    return f"scalerepro supervise: error: {lead}; {last_step(run_dir)}. {last_checkpoint(run_dir)}"
+
+
+def _events(run_dir: Path) -> list[dict[str, Any]]:
+    """This run's event log so far (the partial one while it has not finished)."""
+    for name in ("events.jsonl.partial", "events.jsonl"):
+        path = run_dir / name
+        if path.exists():
+            try:
+                return read_events(path)
+            except (OSError, json.JSONDecodeError):
+                return []
+    return []
+
+
+def last_step(run_dir: Path) -> str:
+    """Where training was: the last step logged by rank 0."""
+    steps = [e for e in _events(run_dir) if e["key"] == "step"]
+    if not steps:
+        return "no training step was logged"
+    last = steps[-1]
+    return f"last step logged: epoch {last['metadata']['epoch_num']}, step {last['value']}"
+
+
+def last_checkpoint(run_dir: Path) -> str:
+    """The last checkpoint, whether it loads, and how to resume."""
+    path = run_dir / CHECKPOINT
+    if not path.exists():
+        return f"No checkpoint in {run_dir}: a rerun starts from the beginning."
+    try:
+        import torch
+
+        progress = torch.load(path, map_location="cpu", weights_only=True)["progress"]
+    except Exception as exc:  # a damaged file: say so, the rerun refuses it with the fix
+        return f"The checkpoint {path} does not load ({type(exc).__name__}: {exc}); delete it to start over."
+    return (f"Last checkpoint {path} loads: it resumes at epoch {progress['epoch']}, batch {progress['batch']} "
+            f"(step {progress['step']}); rerun the same command to continue from it.")

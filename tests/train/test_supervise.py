@@ -1,0 +1,123 @@
+"""Faults during training: a rank killed or frozen mid-run ends the job quickly, names the rank and step, resumes."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from scalerepro.train.events import read_events
+from scalerepro.train.supervise import Watch, report
+from tests.conftest import mpiexec
+from tests.train.test_checkpoint import steps_logged
+
+TIMEOUT_S = 30  # comm.timeout_s of these runs: a failure must be detected well within it
+
+
+def train_cmd(shards: Path, out: Path, timeout_s: float = TIMEOUT_S) -> list[str]:
+    """2 ranks of ring training, 6 epochs, a checkpoint after every epoch."""
+    return [mpiexec(), "-n", "2", sys.executable, "-m", "scalerepro.cli", "train", "--algo", "ring",
+            "--shards", str(shards), "--out", str(out), "--no-stage", "--set", "train.epochs=6",
+            "--set", "train.width=8", "--set", "train.batch_per_rank=8", "--set", "train.checkpoint_every=1",
+            "--set", "loader.workers=1", "--set", f"comm.timeout_s={timeout_s}"]
+
+
+def supervised(shards: Path, out: Path, timeout_s: float = TIMEOUT_S) -> subprocess.Popen:
+    """`scalerepro supervise` around the training launcher, in its own session (as a job is)."""
+    cmd = [sys.executable, "-m", "scalerepro.cli", "supervise", "--run-dir", str(out), "--",
+           *train_cmd(shards, out, timeout_s)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+
+
+def wait_mid_epoch(proc: subprocess.Popen, out: Path) -> dict:
+    """Block until the first checkpoint exists and a few steps of the next epoch ran; rank 1's process."""
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and proc.poll() is None:
+        events = read_events(out / "events.jsonl.partial") if (out / "events.jsonl.partial").exists() else []
+        saved = [e["value"] for e in events if e["key"] == "checkpoint"]
+        if saved and steps_logged(out) >= saved[0] + 2:
+            return json.loads((out / "ranks.json").read_text())["ranks"][1]
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    raise AssertionError(f"training never reached its second epoch: {proc.communicate()[1][-3000:]}")
+
+
+@pytest.mark.faults
+@pytest.mark.mpi
+def test_killed_rank_ends_the_job_names_it_and_the_rerun_resumes(run_mpi, tiny_shards, tmp_path):
+    out = tmp_path / "run"
+    proc = supervised(tiny_shards, out)
+    victim = wait_mid_epoch(proc, out)
+    killed = time.monotonic()
+    os.kill(victim["pid"], signal.SIGKILL)
+    _, stderr = proc.communicate(timeout=TIMEOUT_S + 30)
+    detect_s = time.monotonic() - killed
+    print(f"rank killed: job ended {detect_s:.2f} s later\n{stderr[-1500:]}")
+    assert proc.returncode not in (0, 128 + signal.SIGTERM), stderr
+    assert detect_s < TIMEOUT_S, stderr
+    assert f"rank 1 (pid {victim['pid']} on {victim['host']}) exited first" in stderr, stderr
+    step = re.search(r"last step logged: epoch (\d+), step (\d+)", stderr)
+    resume = re.search(r"loads: it resumes at epoch (\d+), batch 0 \(step (\d+)\)", stderr)
+    assert step and resume, stderr
+    assert int(step[1]) >= int(resume[1]) >= 1 and int(step[2]) >= int(resume[2]), stderr
+    assert not (out / "run.json").exists() and not (out / "events.jsonl").exists()
+
+    run_mpi(2, train_cmd(tiny_shards, out)[4:])
+    record = json.loads((out / "run.json").read_text())
+    assert record["resumed"] and record["final"]["epoch"] == 5  # all 6 epochs ran
+    keys = [e["key"] for e in read_events(out / "events.jsonl")]
+    assert keys.count("run_start") == 1 and keys.count("run_resume") == 1 and keys[-1] == "run_stop"
+    assert [e for e in read_events(out / "events.jsonl") if e["key"] == "eval_accuracy"][-1]["metadata"]["epoch_num"] == 5
+
+
+@pytest.mark.faults
+@pytest.mark.mpi
+def test_frozen_rank_is_named_with_its_step_by_the_watchdog(tiny_shards, tmp_path):
+    out = tmp_path / "run"
+    timeout_s = 5
+    proc = supervised(tiny_shards, out, timeout_s)
+    victim = wait_mid_epoch(proc, out)
+    frozen = time.monotonic()
+    os.kill(victim["pid"], signal.SIGSTOP)
+    try:
+        _, stderr = proc.communicate(timeout=timeout_s + 60)
+    finally:
+        try:
+            os.kill(victim["pid"], signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    detect_s = time.monotonic() - frozen
+    print(f"rank frozen: job ended {detect_s:.2f} s later")
+    assert proc.returncode != 0
+    assert "rank(s) [1] did not answer (died or hung)" in stderr, stderr
+    assert re.search(r", epoch \d+, step \d+\) did not finish", stderr) and f"comm.timeout_s={timeout_s} s" in stderr, stderr
+    assert detect_s < timeout_s + 15, stderr
+
+
+def test_report_without_a_local_death_points_at_the_messages_above(tmp_path):
+    text = report(1, Watch(tmp_path, since=0.0), time.monotonic(), tmp_path)
+    assert "exit code 1" in text and "no rank on this host exited" in text
+    assert "no training step was logged" in text and "a rerun starts from the beginning" in text
+
+
+def test_damaged_checkpoint_is_reported_with_the_fix(tmp_path):
+    (tmp_path / "checkpoint.pt").write_bytes(b"not a checkpoint")
+    text = report(-9, Watch(tmp_path, since=0.0), time.monotonic(), tmp_path)
+    assert "killed by SIGKILL" in text and "does not load" in text and "delete it to start over" in text
+
+
+def test_supervise_passes_the_exit_status_through(tmp_path):
+    from scalerepro.cli import main
+
+    assert main(["supervise", "--run-dir", str(tmp_path), "--", sys.executable, "-c", "raise SystemExit(0)"]) == 0
+    assert main(["supervise", "--run-dir", str(tmp_path), "--", sys.executable, "-c", "raise SystemExit(7)"]) == 7
+    assert main(["supervise", "--run-dir", str(tmp_path), "--", "no-such-launcher-xyz"]) == 2

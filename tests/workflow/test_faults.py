@@ -1,0 +1,140 @@
+"""The workflow under faults: a training job that fails is retried and resumes; a killed workflow reruns only what did not finish."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from scalerepro.train.events import read_events
+from tests.workflow.test_workflow import BIN, job_counts, small_config, workflow_copy
+
+RUN = "results/train/ring/n{ranks}/g1-s0-r0"
+
+
+def fault_config(tmp_path: Path, ranks: list[int]) -> dict:
+    """The reduced laptop sweep with runs long enough to be hit mid-epoch (6 epochs of 10 steps)."""
+    cfg = small_config(tmp_path)
+    cfg["train"].update(ranks=ranks, epochs=6, batch_per_rank=8, checkpoint_every=1)
+    cfg["comm"] = {"timeout_s": 30}
+    return cfg
+
+
+def start(wf: Path, *targets: str) -> subprocess.Popen:
+    """`snakemake --profile laptop` for ``targets``, in its own session (so the test can kill all of it)."""
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "DVC_NO_ANALYTICS": "true",
+           "OMP_NUM_THREADS": "1"}
+    cmd = [str(BIN / "snakemake"), *targets, "--cores", "2", "--profile", "workflow/profiles/laptop",
+           "--configfile", "f.yaml"]  # targets first: --configfile takes every word after it
+    return subprocess.Popen(cmd, cwd=wf, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+
+
+def mid_epoch(run: Path) -> bool:
+    """The run has checkpointed and is a few steps into the next epoch."""
+    partial = run / "events.jsonl.partial"
+    if not partial.exists():
+        return False
+    events = read_events(partial)
+    saved = [e["value"] for e in events if e["key"] == "checkpoint"]
+    return bool(saved) and sum(e["key"] == "step" for e in events) >= saved[-1] + 2
+
+
+def wait_for(proc: subprocess.Popen, ready, what: str, limit_s: float = 300) -> None:
+    """Poll ``ready()`` until true; fail with the workflow's output if it ends first."""
+    deadline = time.monotonic() + limit_s
+    while not ready():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            raise AssertionError(f"never saw {what}:\n{proc.communicate()[0][-4000:]}")
+        time.sleep(0.02)
+
+
+def running(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def gone(pids: list[int], within_s: float) -> bool:
+    """Every process in ``pids`` has exited within ``within_s`` seconds."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if not [pid for pid in pids if running(pid)]:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.faults
+@pytest.mark.slow
+def test_failed_training_job_is_retried_and_resumes_from_its_checkpoint(tmp_path):
+    wf = workflow_copy(tmp_path)
+    (wf / "f.yaml").write_text(yaml.safe_dump(fault_config(tmp_path, [2])))
+    run = wf / RUN.format(ranks=2)
+    proc = start(wf, f"{RUN.format(ranks=2)}/run.json")
+    wait_for(proc, lambda: mid_epoch(run), "the run's second epoch")
+    victim = json.loads((run / "ranks.json").read_text())["ranks"][1]
+    os.kill(victim["pid"], signal.SIGKILL)
+    output, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, output[-4000:]
+
+    attempts = (run / "attempts.log").read_text()
+    assert attempts.count("== train job on ") == 2, attempts[-4000:]
+    first, second = attempts.split("== train job on ")[1:]
+    assert f"rank 1 (pid {victim['pid']} on {victim['host']}) exited first" in first
+    assert "rerun the same command to continue from it" in first and "scalerepro supervise" not in second
+    record = json.loads((run / "run.json").read_text())
+    assert record["resumed"] and record["final"]["epoch"] == 5  # all 6 epochs ran
+    keys = [e["key"] for e in read_events(run / "events.jsonl")]
+    assert keys.count("run_start") == 1 and keys.count("run_resume") == 1 and keys[-1] == "run_stop"
+
+
+@pytest.mark.faults
+@pytest.mark.slow
+def test_killed_workflow_reruns_only_the_unfinished_run_and_resumes_it(tmp_path):
+    wf = workflow_copy(tmp_path)
+    (wf / "f.yaml").write_text(yaml.safe_dump(fault_config(tmp_path, [1, 2])))
+    runs = {n: wf / RUN.format(ranks=n) for n in (1, 2)}
+    targets = [f"{RUN.format(ranks=n)}/run.json" for n in runs]
+    proc = start(wf, *targets)
+
+    def one_done_other_mid_epoch() -> bool:
+        done = [n for n, r in runs.items() if (r / "run.json").exists()]
+        return len(done) == 1 and mid_epoch(runs[3 - done[0]])
+
+    wait_for(proc, one_done_other_mid_epoch, "one finished run and the other mid-epoch")
+    os.killpg(proc.pid, signal.SIGKILL)  # snakemake, the job's shell and mpiexec at once
+    proc.communicate(timeout=60)
+    finished = next(n for n, r in runs.items() if (r / "run.json").exists())
+    cut = runs[3 - finished]
+    ranks = [p["pid"] for p in json.loads((cut / "ranks.json").read_text())["ranks"]]
+    assert gone(ranks, within_s=30), f"ranks {ranks} outlived the killed workflow"
+    assert not (cut / "run.json").exists() and not (cut / "events.jsonl").exists()
+    stamp = (runs[finished] / "run.json").stat().st_mtime_ns
+
+    plan = subprocess.run([str(BIN / "snakemake"), *targets, "-n", "--profile", "workflow/profiles/laptop",
+                           "--configfile", "f.yaml"], cwd=wf, capture_output=True, text=True, timeout=120)
+    assert plan.returncode == 0, plan.stdout[-3000:] + plan.stderr[-3000:]
+    assert job_counts(plan.stdout)["train"] == 1, plan.stdout
+    assert f"output: {RUN.format(ranks=3 - finished)}/run.json" in plan.stdout
+
+    # A killed Snakemake leaves its lock; the user's one extra step, as Snakemake's message says.
+    unlock = subprocess.run([str(BIN / "snakemake"), "--unlock", "--cores", "1"], cwd=wf, capture_output=True, text=True,
+                            timeout=120)
+    assert unlock.returncode == 0, unlock.stderr[-3000:]
+    again = start(wf, *targets)
+    output, _ = again.communicate(timeout=600)
+    assert again.returncode == 0, output[-4000:]
+    assert (runs[finished] / "run.json").stat().st_mtime_ns == stamp
+    record = json.loads((cut / "run.json").read_text())
+    assert record["resumed"] and record["final"]["epoch"] == 5  # all 6 epochs ran

@@ -52,8 +52,15 @@ def test_defaults_validate_against_their_own_schema():
         ({"loader": {"crop_scale": [0.9, 0.2]}}, "loader.crop_scale: [0.9, 0.2] is not [min, max]"),
         ({"loader": {"crop_scale": [0.0, 1.0]}}, "loader.crop_scale.0"),
         ({"loader": {"workers": -1}}, "loader.workers"),
+        ({"comm": {"grid": [2, 2]}, "train": {"ranks": [1, 4], "algorithms": ["torus2d"]}},
+         "comm.grid [2, 2] holds 4 ranks, but train.ranks has [1] for ['torus2d']"),
+        ({"comm": {"grid": [2, 3]}, "bench": {"ranks": [4], "algorithms": ["multiring"]}},
+         "bench.ranks has [4] for ['multiring']"),
+        ({"comm": {"grid": [2, 1, 2]}, "train": {"ranks": [4], "algorithms": ["torus2d-3phase"]}},
+         "comm.grid [2, 1, 2] has 3 dimensions but train.algorithms ['torus2d-3phase'] need 2"),
     ],
 )
+@pytest.mark.faults
 def test_bad_config_names_the_key(raw, named):
     with pytest.raises(UserError) as err:
         from_mapping(raw)
@@ -91,6 +98,7 @@ def test_set_overrides_parse_values_and_reject_bad_syntax():
         _parse_set(["epochs=2"])
 
 
+@pytest.mark.faults
 def test_bn_group_must_divide_every_rank_count_and_is_named():
     with pytest.raises(UserError, match=r"train.bn_groups: 2 does not divide train.ranks \[1, 3\]"):
         from_mapping({"train": {"ranks": [1, 2, 3, 4], "bn_groups": [1, 2]}})
@@ -99,6 +107,12 @@ def test_bn_group_must_divide_every_rank_count_and_is_named():
     assert cfg.bn_group_size(4) == 2 and from_mapping({"train": {"bn_group": "world"}}).train.bn_group_size(6) == 6
     with pytest.raises(UserError, match=r"train.bn_group=2 does not divide 3 ranks; use one of \[1, 3\]"):
         cfg.bn_group_size(3)
+
+
+def test_a_fixed_grid_that_fits_every_rank_count_is_accepted():
+    cfg = from_mapping({"comm": {"grid": [2, 2]}, "train": {"ranks": [4], "algorithms": ["torus2d", "ring"]},
+                        "bench": {"ranks": [2, 4], "algorithms": ["ring"]}})  # bench runs no grid algorithm
+    assert cfg.comm.grid == (2, 2)
 
 
 def test_nccl_needs_a_gpu_device():

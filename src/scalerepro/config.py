@@ -19,6 +19,7 @@ from typing import Any, Mapping
 import yaml
 from jsonschema import Draft202012Validator, validators
 
+from scalerepro.comm.shapes import check_config_grid
 from scalerepro.errors import UserError
 
 
@@ -261,6 +262,8 @@ def _check_cross_fields(data: Mapping[str, Any]) -> None:
         raise UserError(f"invalid configuration:\n  loader.crop_scale: [{low}, {high}] is not [min, max]; put the smaller first")
     _check_train(data["train"])
     _check_placement(data)
+    check_config_grid(tuple(data["comm"]["grid"]), {k: data[k]["ranks"] for k in ("train", "bench")},
+                      {k: data[k]["algorithms"] for k in ("train", "bench")})
     if bench["min_bytes"] > bench["max_bytes"]:
         raise UserError(
             f"invalid configuration:\n  bench.min_bytes ({bench['min_bytes']}) exceeds bench.max_bytes ({bench['max_bytes']})"

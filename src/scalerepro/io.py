@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from pathlib import Path
 from typing import Any
 
+from scalerepro.errors import UserError
+
+
+FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+
 
 def write_bytes_atomic(path: Path | str, data: bytes) -> None:
-    """Write ``data`` via a temporary name in the same folder, fsync, then rename."""
+    """Write ``data`` via a temporary name in the same folder, fsync, then rename.
+
+    A full disk (or quota, or file-size limit) raises UserError and leaves ``path`` as it was.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
@@ -19,6 +28,12 @@ def write_bytes_atomic(path: Path | str, data: bytes) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        if exc.errno not in FULL:
+            raise
+        kept = "the previous version is intact" if path.exists() else "nothing was written"
+        raise UserError(f"could not write {path} ({len(data):,} bytes): {exc.strerror}; {kept}. "
+                        f"Free space in {path.parent} (or raise the quota) and rerun") from None
     finally:
         tmp.unlink(missing_ok=True)
 

@@ -75,6 +75,7 @@ print("OK")
     assert "OK" in run_mpi(6, ["-c", script]).stdout
 
 
+@pytest.mark.faults
 @pytest.mark.mpi
 @pytest.mark.parametrize("algo, grid, fits", [("torus2d", "[4,2]", "[[2, 3], [3, 2]]"), ("multiring", "[5]", "[[6]]"),
                                               ("torus2d", "[6]", "must have 2 dimensions")])
@@ -85,6 +86,7 @@ def test_grid_that_does_not_fit_lists_ones_that_do(run_mpi, algo, grid, fits):
     assert fits in proc.stderr, proc.stderr
 
 
+@pytest.mark.faults
 @pytest.mark.mpi
 @pytest.mark.parametrize("algo", ["native", "ring", "multicolor", "torus2d"])
 def test_rank_that_never_arrives_ends_the_job_naming_it(run_mpi, algo):
@@ -94,6 +96,7 @@ def test_rank_that_never_arrives_ends_the_job_naming_it(run_mpi, algo):
     assert "rank(s) [1] never arrived" in proc.stderr
 
 
+@pytest.mark.faults
 @pytest.mark.mpi
 def test_killed_rank_does_not_hang_the_others(run_mpi):
     proc = run_mpi(3, [HANG, "ring", "dead", "2"], timeout=60, check=False)

@@ -146,6 +146,7 @@ def test_batches_in_workers_equal_batches_in_process(tiny_shards):
     assert lo - 1e-5 <= first.images[:, 0].min() and first.images[:, 0].max() <= hi + 1e-5
 
 
+@pytest.mark.faults
 def test_missing_staged_shard_names_it_and_the_fix(tiny_shards, tmp_path):
     import shutil
 

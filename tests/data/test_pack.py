@@ -70,6 +70,7 @@ def copy_of(tiny_dataset, tmp_path):
     return dst
 
 
+@pytest.mark.faults
 def test_truncated_file_fails_with_its_path(copy_of, tmp_path):
     victim = sorted((copy_of / "train" / "n90000005").glob("*.JPEG"))[-1]
     victim.write_bytes(victim.read_bytes()[:300])
@@ -79,6 +80,7 @@ def test_truncated_file_fails_with_its_path(copy_of, tmp_path):
     assert not list((tmp_path / "out").glob("*.srs"))  # nothing half-written left looking done
 
 
+@pytest.mark.faults
 def test_skip_bad_lists_the_file(copy_of, tmp_path):
     victim = sorted((copy_of / "train" / "n90000005").glob("*.JPEG"))[-1]
     victim.write_bytes(b"not an image at all")
@@ -87,6 +89,26 @@ def test_skip_bad_lists_the_file(copy_of, tmp_path):
     assert manifest["samples"] == 10 * SMALL.train_per_class - 1
 
 
+@pytest.mark.faults
+def test_non_image_file_named_jpeg_fails_with_its_path(copy_of, tmp_path):
+    victim = sorted((copy_of / "val" / "n90000002").glob("*.JPEG"))[0]
+    victim.write_text("<html>a saved web page, not a photo</html>")
+    with pytest.raises(UserError, match=rf"{victim.name}: not a JPEG or PNG .*--skip-bad"):
+        shard_split(copy_of, "val", tmp_path / "out", 1, 0)
+    assert not list((tmp_path / "out").glob("*.srs"))
+
+
+@pytest.mark.faults
+def test_unreadable_file_fails_with_its_path(copy_of, tmp_path):
+    victim = copy_of / "val" / "n90000004" / "dangling.JPEG"
+    victim.symlink_to(tmp_path / "gone.JPEG")  # a link to nothing: open() fails, as for an unreadable file
+    with pytest.raises(UserError, match=rf"{victim.name}: cannot be read \(No such file or directory\).*--skip-bad"):
+        shard_split(copy_of, "val", tmp_path / "out", 1, 0)
+    manifest = shard_split(copy_of, "val", tmp_path / "out", 1, 0, skip_bad=True)
+    assert [s["path"] for s in manifest["skipped"]] == [str(victim.relative_to(copy_of))]
+
+
+@pytest.mark.faults
 def test_empty_class_folder_is_named(copy_of, tmp_path):
     for p in (copy_of / "val" / "n90000003").iterdir():
         p.unlink()

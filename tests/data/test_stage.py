@@ -20,6 +20,7 @@ def test_copies_then_skips_when_warm(tiny_shards, tmp_path):
     assert read_manifest(tmp_path / first["dest"]) == read_manifest(tiny_shards / "train")
 
 
+@pytest.mark.faults
 def test_corrupted_staged_shard_is_replaced(tiny_shards, tmp_path):
     dest = stage.stage_split(tiny_shards / "train", str(tmp_path))["dest"]
     victim = sorted(p for p in (tmp_path / dest).iterdir() if p.suffix == ".srs")[0]
@@ -30,6 +31,7 @@ def test_corrupted_staged_shard_is_replaced(tiny_shards, tmp_path):
     assert again["copied"] == 1 and again["already_present"] == 3
 
 
+@pytest.mark.faults
 def test_corrupted_source_shard_fails(tiny_shards, tmp_path):
     src = tmp_path / "src"
     shutil.copytree(tiny_shards / "val", src)
@@ -42,6 +44,27 @@ def test_corrupted_source_shard_fails(tiny_shards, tmp_path):
     assert not list((tmp_path / "shm").rglob("*.partial"))
 
 
+@pytest.mark.faults
+def test_missing_source_shard_is_named_before_any_copy(tiny_shards, tmp_path):
+    src = tmp_path / "src"
+    shutil.copytree(tiny_shards / "train", src)
+    (src / "shard-00002.srs").unlink()
+    with pytest.raises(UserError, match=r"1 shard\(s\) listed in its manifest.json are missing \(shard-00002.srs\)"):
+        stage.stage_split(src, str(tmp_path / "shm"))
+    assert not (tmp_path / "shm").exists()
+
+
+@pytest.mark.faults
+def test_manifest_of_another_dataset_is_refused_before_any_copy(tiny_shards, tmp_path):
+    src = tmp_path / "src"
+    shutil.copytree(tiny_shards / "train", src)
+    shutil.copy(tiny_shards / "val" / "manifest.json", src / "manifest.json")  # 2 val shards' entries over train's
+    with pytest.raises(UserError, match="differ in size from its manifest.json .* belongs to another dataset"):
+        stage.stage_split(src, str(tmp_path / "shm"))
+    assert not (tmp_path / "shm").exists()
+
+
+@pytest.mark.faults
 def test_capacity_shortfall_fails_before_copying(tiny_shards, tmp_path, monkeypatch):
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(stage.shutil, "disk_usage", lambda p: usage(100, 90, 10))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -52,6 +53,7 @@ def final_state(out: Path) -> dict:
     return torch.load(out / "checkpoint.pt", map_location="cpu", weights_only=True)
 
 
+@pytest.mark.faults
 @pytest.mark.mpi
 def test_preempted_run_resumes_to_the_uninterrupted_state(run_mpi, tiny_shards, tmp_path):
     whole, cut = tmp_path / "whole", tmp_path / "cut"
@@ -96,3 +98,40 @@ def test_stop_signal_is_agreed_over_ranks():
         assert signals.agreed(lambda flags: np.add(flags, 1, out=flags)) == signal.SIGTERM  # another rank got SIGTERM
     finally:
         signals.restore()
+
+
+# MPI is started first (its shared-memory segments are bigger than the limit), then the limit is set.
+LIMITED = ("import resource, signal, sys; from mpi4py import MPI; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+           "resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]),) * 2); from scalerepro.cli import main; "
+           "sys.exit(main(sys.argv[2:]))")
+
+
+def single_rank(args: list[str], limit_bytes: int | None = None) -> subprocess.CompletedProcess:
+    """One training process; with ``limit_bytes``, no file it writes may grow past that (RLIMIT_FSIZE: a full disk)."""
+    cmd = [sys.executable, *args] if limit_bytes is None else [sys.executable, "-c", LIMITED, str(limit_bytes), *args[2:]]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+
+
+@pytest.mark.faults
+def test_full_disk_at_a_checkpoint_keeps_the_previous_one_and_the_rerun_resumes(tiny_shards, tmp_path):
+    out = tmp_path / "run"
+    args = train_args(tiny_shards, out, ["--set", "train.checkpoint_every=1", "--set", "loader.workers=0"])
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    first = subprocess.Popen([sys.executable, *args], stderr=subprocess.PIPE, text=True, env=env)
+    while steps_logged(out) < 3 and first.poll() is None:
+        time.sleep(0.02)
+    first.send_signal(signal.SIGTERM)
+    assert first.wait(timeout=120) == 128 + signal.SIGTERM, first.stderr.read()
+    before = (out / "checkpoint.pt").read_bytes()
+
+    full = single_rank(args, limit_bytes=len(before) // 2)
+    assert full.returncode == 2, full.stderr
+    assert f"could not write {out / 'checkpoint.pt'}" in full.stderr and "the previous version is intact" in full.stderr
+    assert "Free space in" in full.stderr and "Traceback" not in full.stderr
+    assert (out / "checkpoint.pt").read_bytes() == before
+    assert not list(out.glob(".*partial")) and not (out / "run.json").exists()
+
+    done = single_rank(args)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((out / "run.json").read_text())["resumed"]

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -67,6 +70,19 @@ def test_unstaged_shards_fail_with_the_fix(run_mpi, tiny_shards, tmp_path):
     assert proc.returncode != 0
     assert "are not staged" in proc.stderr and "scalerepro stage" in proc.stderr
     assert not (tmp_path / "run" / "run.json").exists()
+
+
+@pytest.mark.faults
+def test_splits_sharded_from_different_datasets_are_refused(tiny_shards, tmp_path):
+    mixed = tmp_path / "mixed"
+    shutil.copytree(tiny_shards, mixed)
+    manifest = json.loads((mixed / "val" / "manifest.json").read_text())
+    manifest["classes"] = manifest["classes"][::-1]  # the same wnids in another dataset's order
+    (mixed / "val" / "manifest.json").write_text(json.dumps(manifest))
+    proc = subprocess.run([sys.executable, "-m", "scalerepro.cli", "train", "--algo", "ring", "--shards", str(mixed),
+                           "--out", str(tmp_path / "run"), "--no-stage"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "have different class lists (sharded from different datasets)" in proc.stderr and "Traceback" not in proc.stderr
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")

@@ -108,8 +108,12 @@ def test_slurm_profile_launches_ranks_with_srun():
         ({"stage": {"where": "/tmp"}}, "stage.where: unknown key"),
         ({"train": {"ranks": [1, 2], "bn_groups": [1, 2]}}, "train.bn_groups: 2 does not divide train.ranks [1]"),
         ({"train": {"ranks": [8, 12]}, "cluster": {"tasks_per_node": 8}}, "not multiples of cluster.tasks_per_node"),
+        ({"train": {"algorithms": ["ring", "telepathy"]}}, "train.algorithms.1: 'telepathy' is not one of"),
+        ({"train": {"ranks": [1, 2], "algorithms": ["multiring"]}, "comm": {"grid": [2, 2]}},
+         "comm.grid [2, 2] holds 4 ranks, but train.ranks has [1, 2]"),
     ],
 )
+@pytest.mark.faults
 def test_bad_config_fails_before_any_job(tmp_path, bad, named):
     wf = workflow_copy(tmp_path)
     (wf / "bad.yaml").write_text(yaml.safe_dump(bad))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from scalerepro.comm.context import Context
+from scalerepro.comm.shapes import GRID_DIMS
 from scalerepro.comm.grid import grid_for, node_layout, rings
 from scalerepro.comm.registry import register
 from scalerepro.comm.rings import pipeline
@@ -31,5 +32,5 @@ def multiring_allreduce(buf: np.ndarray, ctx: Context) -> None:
     """In-place multi-dimensional ring all-reduce."""
     if ctx.size == 1 or buf.size == 0:
         return
-    dims = grid_for(ctx, "multiring", None, ctx.cached("multiring-grid", lambda: default_grid(ctx)))
+    dims = grid_for(ctx, "multiring", GRID_DIMS["multiring"], ctx.cached("multiring-grid", lambda: default_grid(ctx)))
     pipeline([(buf, rings(ctx, dims, list(range(len(dims)))))], ctx.params.chunk_bytes, TAG)

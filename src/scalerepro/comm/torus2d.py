@@ -16,7 +16,7 @@ import numpy as np
 
 from scalerepro.comm.context import Context
 from scalerepro.comm.grid import grid_for, rings
-from scalerepro.comm.shapes import squarest
+from scalerepro.comm.shapes import GRID_DIMS, squarest
 from scalerepro.comm.registry import register
 from scalerepro.comm.rings import pipeline, slices
 
@@ -28,7 +28,7 @@ def torus2d_allreduce(buf: np.ndarray, ctx: Context) -> None:
     """In-place two-halves 2-D torus all-reduce."""
     if ctx.size == 1 or buf.size == 0:
         return
-    dims = grid_for(ctx, "torus2d", 2, squarest(ctx.size))
+    dims = grid_for(ctx, "torus2d", GRID_DIMS["torus2d"], squarest(ctx.size))
     half_a, half_b = slices(buf, 2)
     path_a = rings(ctx, dims, [1, 0])  # A: along Y, then X
     path_b = rings(ctx, dims, [0, 1], reverse=True)  # B: along X, then Y, the other way round

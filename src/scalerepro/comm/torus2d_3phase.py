@@ -13,7 +13,7 @@ import numpy as np
 
 from scalerepro.comm.context import Context
 from scalerepro.comm.grid import grid_for, rings
-from scalerepro.comm.shapes import squarest
+from scalerepro.comm.shapes import GRID_DIMS, squarest
 from scalerepro.comm.registry import register
 from scalerepro.comm.rings import pipeline
 
@@ -25,5 +25,5 @@ def torus2d_3phase_allreduce(buf: np.ndarray, ctx: Context) -> None:
     """In-place three-phase 2-D torus all-reduce."""
     if ctx.size == 1 or buf.size == 0:
         return
-    dims = grid_for(ctx, "torus2d-3phase", 2, squarest(ctx.size))
+    dims = grid_for(ctx, "torus2d-3phase", GRID_DIMS["torus2d-3phase"], squarest(ctx.size))
     pipeline([(buf, rings(ctx, dims, [0, 1]))], ctx.params.chunk_bytes, TAG)

@@ -79,7 +79,7 @@ def list_samples(root: Path, split: str, classes: list[dict[str, Any]]) -> list[
     samples: list[Sample] = []
     for wnid, label in known.items():
         class_dir = folder / wnid
-        files = sorted(p for p in class_dir.iterdir() if p.is_file()) if class_dir.is_dir() else []
+        files = sorted(p for p in class_dir.iterdir() if not p.is_dir()) if class_dir.is_dir() else []
         images = [p for p in files if p.suffix.lower() in IMAGE_SUFFIXES]
         if not images:
             raise UserError(f"class folder {class_dir} holds no images; remove the class or add its images")
@@ -175,11 +175,14 @@ class _Packer:
 
     def _read(self, sample: Sample) -> bytes:
         """Raw bytes of a source file, folded into the source hash; progress ticks."""
-        raw = (self.root / sample.relpath).read_bytes()
-        self.source.update(f"{sample.relpath}\0{len(raw)}\0{hashlib.sha256(raw).hexdigest()}\n".encode())
         self.done += 1
         if self.progress:
             self.progress(self.done, self.total)
+        try:
+            raw = (self.root / sample.relpath).read_bytes()
+        except OSError as exc:  # unreadable, a dangling link, gone since it was listed
+            raise BadImage(f"{self.root / sample.relpath}: cannot be read ({exc.strerror})") from None
+        self.source.update(f"{sample.relpath}\0{len(raw)}\0{hashlib.sha256(raw).hexdigest()}\n".encode())
         return raw
 
     def write(self, path: Path, part: list[Sample]) -> dict[str, Any]:

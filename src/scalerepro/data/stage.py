@@ -69,7 +69,22 @@ def plan_split(shard_dir: Path, root: str, node: int = 0, nodes: int = 1) -> Pla
     dest = staged_folder(root, manifest)
     mine = [manifest["shards"][k] for k in node_shards(len(manifest["shards"]), node, nodes)]
     present = [e for e in mine if _verified(dest / e["file"], e)]
-    return Plan(Path(shard_dir), manifest, dest, present, [e for e in mine if e not in present])
+    missing = [e for e in mine if e not in present]
+    _check_sources(Path(shard_dir), missing)
+    return Plan(Path(shard_dir), manifest, dest, present, missing)
+
+
+def _check_sources(shard_dir: Path, entries: list[dict[str, Any]]) -> None:
+    """Before any copy: every shard to copy exists with its manifest size (else name them and the fix)."""
+    absent = [e["file"] for e in entries if not (shard_dir / e["file"]).is_file()]
+    if absent:
+        raise UserError(f"{shard_dir}: {len(absent)} shard(s) listed in its {MANIFEST} are missing ({', '.join(absent[:5])}); "
+                        f"restore them or re-run `scalerepro shard`")
+    resized = [e["file"] for e in entries if (shard_dir / e["file"]).stat().st_size != e["bytes"]]
+    if resized:
+        raise UserError(f"{shard_dir}: {len(resized)} of {len(entries)} shards differ in size from its {MANIFEST} "
+                        f"({', '.join(resized[:5])}): the manifest belongs to another dataset or the shards were "
+                        f"rewritten; re-run `scalerepro shard`")
 
 
 def copy_split(plan: Plan) -> dict[str, Any]:

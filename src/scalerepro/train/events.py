@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from scalerepro.errors import UserError
 from scalerepro.io import write_text_atomic
 
 NAMESPACE = "scalerepro"
@@ -90,6 +91,16 @@ class EventLog:
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:
-    """All events of a log file."""
+    """All events of a log file; a last line cut short (the writer was killed, the disk filled) is dropped."""
     with open(path) as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+        lines = [line for line in fh if line.strip()]
+    events = []
+    for number, line in enumerate(lines, 1):
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:
+            if number == len(lines) and not line.endswith("\n"):
+                break
+            raise UserError(f"{path} line {number} is not a JSON event; the log is damaged "
+                            f"(delete the run folder to start the run over)") from None
+    return events

@@ -114,6 +114,9 @@ class Session:
         self.layout = node_layout(comm)
         self.train_data = ShardDataset(spec.train_dir, self.layout.node, self.layout.nodes)
         self.val_data = ShardDataset(spec.val_dir, self.layout.node, self.layout.nodes)
+        if self.val_data.manifest["classes"] != self.train_data.manifest["classes"]:
+            raise UserError(f"the shards in {spec.val_dir} and {spec.train_dir} have different class lists "
+                            f"(sharded from different datasets); re-run `scalerepro shard` for both splits of one dataset")
         per_rank = samples_per_rank(self.train_data.counts, self.layout)
         if per_rank == 0:
             raise UserError(f"{self.train_data.total} training samples cannot feed {comm.size} ranks; use fewer ranks")

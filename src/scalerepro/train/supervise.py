@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scalerepro.errors import UserError
 from scalerepro.train.checkpoint import CHECKPOINT, STOP_SIGNALS
 from scalerepro.train.events import read_events
 
@@ -137,7 +138,7 @@ def _events(run_dir: Path) -> list[dict[str, Any]]:
         if path.exists():
             try:
                 return read_events(path)
-            except (OSError, json.JSONDecodeError):
+            except (OSError, UserError):
                 return []
     return []
 

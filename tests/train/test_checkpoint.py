@@ -44,7 +44,9 @@ def run_until_signalled(args: list[str], out: Path, after_steps: int) -> subproc
     while steps_logged(out) < after_steps and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGTERM)
+    signalled = time.monotonic()
     stdout, stderr = proc.communicate(timeout=120)
+    print(f"SIGTERM: checkpoint written and job ended {time.monotonic() - signalled:.2f} s later")
     return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
 
 
@@ -125,7 +127,9 @@ def test_full_disk_at_a_checkpoint_keeps_the_previous_one_and_the_rerun_resumes(
     assert first.wait(timeout=120) == 128 + signal.SIGTERM, first.stderr.read()
     before = (out / "checkpoint.pt").read_bytes()
 
+    t0 = time.monotonic()
     full = single_rank(args, limit_bytes=len(before) // 2)
+    print(f"full disk: run failed {time.monotonic() - t0:.2f} s after it started: {full.stderr.strip()[-300:]}")
     assert full.returncode == 2, full.stderr
     assert f"could not write {out / 'checkpoint.pt'}" in full.stderr and "the previous version is intact" in full.stderr
     assert "Free space in" in full.stderr and "Traceback" not in full.stderr

@@ -85,7 +85,9 @@ def test_failed_training_job_is_retried_and_resumes_from_its_checkpoint(tmp_path
     wait_for(proc, lambda: mid_epoch(run), "the run's second epoch")
     victim = json.loads((run / "ranks.json").read_text())["ranks"][1]
     os.kill(victim["pid"], signal.SIGKILL)
+    killed = time.monotonic()
     output, _ = proc.communicate(timeout=600)
+    print(f"rank killed under Snakemake: retried and finished {time.monotonic() - killed:.1f} s later")
     assert proc.returncode == 0, output[-4000:]
 
     attempts = (run / "attempts.log").read_text()
@@ -133,7 +135,9 @@ def test_killed_workflow_reruns_only_the_unfinished_run_and_resumes_it(tmp_path)
                             timeout=120)
     assert unlock.returncode == 0, unlock.stderr[-3000:]
     again = start(wf, *targets)
+    t0 = time.monotonic()
     output, _ = again.communicate(timeout=600)
+    print(f"killed workflow: the rerun finished the interrupted run in {time.monotonic() - t0:.1f} s")
     assert again.returncode == 0, output[-4000:]
     assert (runs[finished] / "run.json").stat().st_mtime_ns == stamp
     record = json.loads((cut / "run.json").read_text())

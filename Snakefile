@@ -31,6 +31,7 @@ rule all:
     input:
         "results/metrics.json",
         "results/analysis/costmodel.json",
+        MLPERF_LOGS,
         PLOTS,
         PLOTS_SVG,
     default_target: True

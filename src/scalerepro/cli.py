@@ -353,6 +353,17 @@ def cmd_collect(args: argparse.Namespace) -> None:
         print(f"{name}: {len(frame)} rows", file=sys.stderr)
 
 
+def cmd_mlperf_log(args: argparse.Namespace) -> None:
+    """One MLPerf training log (:::MLLOG lines) per run folder."""
+    from scalerepro.analysis.mlperf import write_mllog
+
+    runs = [Path(p).parent if Path(p).name == "run.json" else Path(p) for p in _expand(args.runs)]
+    if not runs:
+        raise UserError(f"no run folder matches {args.runs}; give run folders or their run.json files")
+    for run in runs:
+        print(f"{write_mllog(run, Path(args.out), args.org, args.status)}: from {run}", file=sys.stderr)
+
+
 def cmd_analyze(args: argparse.Namespace) -> None:
     """Tables -> metrics.json and analysis tables."""
     from scalerepro.analysis.analyze import analyze
@@ -488,6 +499,17 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--bench", nargs="*", default=[], metavar="GLOB", help="bench JSON files (globs allowed)")
     s.add_argument("--out", required=True, metavar="DIR", help="folder for the CSV tables")
     s.set_defaults(fn=cmd_collect)
+
+    s = sub.add_parser("mlperf-log", help="run event logs -> MLPerf training logs (<run id>.txt, :::MLLOG lines)",
+                       description="Writes one MLPerf log per run (open division, benchmark resnet) that "
+                                   "`python -m mlperf_logging.compliance_checker --usage training --ruleset 4.0.0` "
+                                   "checks.")
+    s.add_argument("--runs", nargs="+", required=True, metavar="GLOB", help="run folders or run.json files (globs allowed)")
+    s.add_argument("--out", required=True, metavar="DIR", help="folder for one <run id>.txt per run, e.g. ring-n2-g1-s0-r0.txt")
+    s.add_argument("--org", default="scalerepro", help="submission_org (default scalerepro)")
+    s.add_argument("--status", default="research", choices=["cloud", "onprem", "preview", "research"],
+                   help="submission_status (default research)")
+    s.set_defaults(fn=cmd_mlperf_log)
 
     s = sub.add_parser("analyze", help="time-to-accuracy, throughput, scaling efficiency, baselines -> metrics.json")
     s.add_argument("--tables", required=True, metavar="DIR", help="folder written by `collect`")

@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from scalerepro.analysis.analyze import analyze, scaling, throughput, time_to_accuracy
+from scalerepro.analysis.analyze import analyze, mlperf_score, scaling, throughput, time_to_accuracy
 from scalerepro.analysis.collect import collect
 from scalerepro.analysis.plots import FIGURES, plot_all
 from tests.conftest import REPO
@@ -28,7 +28,8 @@ def test_throughput_skips_first_epoch():
 def test_scaling_efficiency_relative_to_smallest_count_with_medians_over_repetitions():
     runs = pd.DataFrame({"run": [f"r{i}" for i in range(5)], "setting": ["ring-g1"] * 5, "algorithm": ["ring"] * 5,
                          "bn_group": ["1"] * 5, "world_size": [4, 1, 2, 2, 2],
-                         "images_per_s": [300.0, 100.0, 170.0, 180.0, 250.0], "source": "measured"})
+                         "images_per_s": [300.0, 100.0, 170.0, 180.0, 250.0], "tta_s": [9.0, 30.0, 20.0, None, 16.0],
+                         "source": "measured"})
     other = runs.assign(setting="ring-gworld", bn_group="world", images_per_s=runs["images_per_s"] / 2)
     out = scaling(pd.concat([runs, other]))
     ring = out[out["setting"] == "ring-g1"].set_index("world_size")
@@ -36,6 +37,14 @@ def test_scaling_efficiency_relative_to_smallest_count_with_medians_over_repetit
     assert ring.loc[2, "efficiency"] == pytest.approx(0.9)  # median of 170, 180, 250
     assert ring.loc[4, "efficiency"] == pytest.approx(0.75)
     assert out[out["setting"] == "ring-gworld"].set_index("world_size").loc[1, "images_per_s"] == 50.0
+    assert ring.loc[2, "tta_median_s"] == 18.0 and pd.isna(ring.loc[2, "tta_mlperf_s"])  # 3 runs: no MLPerf score
+
+
+def test_mlperf_score_drops_fastest_and_slowest_and_counts_a_miss_as_slowest():
+    assert mlperf_score(pd.Series([10.0, 50.0, 20.0, 30.0, 40.0])) == 30.0
+    assert mlperf_score(pd.Series([10.0, None, 20.0, 30.0, 40.0])) == 30.0  # the run that missed is dropped
+    assert mlperf_score(pd.Series([10.0, None, None, 30.0, 40.0])) is None  # a second miss stays in
+    assert mlperf_score(pd.Series([10.0, 20.0, 30.0, 40.0])) is None  # fewer than 5 runs
 
 
 def _fake_run(folder, algo, world, top1s, ips):

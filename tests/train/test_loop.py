@@ -56,8 +56,9 @@ def test_two_rank_run_logs_events_and_record(run_mpi, tiny_shards, tmp_path):
     assert record["world_size"] == 2 and record["algorithm"] == "ring"
     assert record["data"]["train_sha256"] and record["versions"]["torch"] == torch.__version__
     keys = [e["key"] for e in read_events(out / "events.jsonl")]
-    assert keys[0] == "run_start" and keys[-1] == "run_stop"
+    assert keys[:3] == ["init_start", "init_stop", "run_start"] and keys[-1] == "run_stop"
     assert keys.count("epoch_stop") == 2 and keys.count("eval_accuracy") == 2
+    assert keys.count("eval_start") == keys.count("eval_stop") == 2
     steps = [e for e in read_events(out / "events.jsonl") if e["key"] == "step"]
     assert len(steps) == 2 * 4  # 120 samples / 2 ranks / 16 per batch = 4 steps per epoch
     assert {"data_s", "fwd_bwd_s", "allreduce_s", "optimizer_s"} <= set(steps[0]["metadata"])

@@ -67,7 +67,7 @@ def test_dry_run_default_plans_every_stage(tmp_path):
     assert proc.returncode == 0, proc.stderr
     counts = job_counts(proc.stdout)
     assert counts == {"make_dataset": 1, "shard": 2, "train": 4, "bench": 1, "cost_model": 1, "collect": 1,
-                      "analyze": 1, "plot": 1, "all": 1, "total": 13}
+                      "analyze": 1, "plot": 1, "mlperf_logs": 1, "all": 1, "total": 14}
 
 
 def test_dry_run_plans_the_whole_grid(tmp_path):
@@ -142,7 +142,9 @@ def test_laptop_run_end_to_end(tmp_path):
     for fig in ("scaling", "scaling_efficiency", "time_to_accuracy", "allreduce_busbw", "step_breakdown"):
         assert (wf / f"results/plots/{fig}.png").stat().st_size > 10_000
         assert (wf / f"results/plots/{fig}.svg").read_text().lstrip().startswith("<?xml")
-    for log in ("make_dataset.log", "shard_train.log", "train/ring-n2-g1-s0-r0.log", "bench/n2.log", "plot.log"):
+    assert (wf / "results/mlperf/ring-n2-g1-s0-r0.txt").read_text().startswith(":::MLLOG ")
+    for log in ("make_dataset.log", "shard_train.log", "train/ring-n2-g1-s0-r0.log", "bench/n2.log", "plot.log",
+                "mlperf_logs.log"):
         assert (wf / "results/logs" / log).is_file(), log
     stage = json.loads((wf / "results/train/ring/n2/g1-s0-r0/stage.json").read_text())
     assert stage["world_size"] == 2 and stage["nodes"][0]["splits"][0]["copied"] + stage["nodes"][0]["splits"][0]["already_present"] == 4

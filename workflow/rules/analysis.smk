@@ -17,6 +17,21 @@ rule collect:
         "scalerepro collect --runs {input.runs} --bench {input.bench} --out {params.out} > {log} 2>&1"
 
 
+rule mlperf_logs:
+    input:
+        TRAIN_RUNS,
+    output:
+        MLPERF_LOGS,
+    params:
+        out=lambda w, output: Path(output[0]).parent,
+    log:
+        "results/logs/mlperf_logs.log",
+    conda:
+        "../envs/scalerepro.yaml"
+    shell:
+        "scalerepro mlperf-log --runs {input} --out {params.out} > {log} 2>&1"
+
+
 rule analyze:
     input:
         tables=TABLES,

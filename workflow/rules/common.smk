@@ -16,6 +16,15 @@ TRAIN_RUNS = expand(
     seed=CFG.train.seeds,
     rep=range(CFG.train.repetitions),
 )
+# The same runs as MLPerf training logs (:::MLLOG lines, open division), one file per run.
+MLPERF_LOGS = expand(
+    "results/mlperf/{algo}-n{ranks}-g{bn}-s{seed}-r{rep}.txt",
+    algo=CFG.train.algorithms,
+    ranks=CFG.train.ranks,
+    bn=CFG.train.bn_groups,
+    seed=CFG.train.seeds,
+    rep=range(CFG.train.repetitions),
+)
 BENCH_RUNS = expand("results/bench/n{ranks}.json", ranks=CFG.bench.ranks)
 TABLES = expand("results/collect/{table}.csv", table=["runs", "epochs", "evals", "steps", "bench"])
 ANALYSIS = expand("results/analysis/{name}.csv", name=["runs", "scaling", "busbw", "comparison", "tta"])

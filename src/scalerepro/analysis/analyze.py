@@ -60,16 +60,32 @@ def per_run(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 
 SCALING_COLUMNS = ["setting", "algorithm", "bn_group", "world_size", "runs", "images_per_s", "ideal_images_per_s",
-                   "efficiency", "source"]
+                   "efficiency", "tta_median_s", "tta_mlperf_s", "source"]
+MLPERF_MIN_RUNS = 5  # MLPerf ResNet: 5 runs, the fastest and the slowest dropped, the rest averaged
+
+
+def mlperf_score(tta: pd.Series) -> float | None:
+    """MLPerf's time-to-train score of some runs: drop the fastest and slowest, mean the rest.
+
+    A run that never reached the target counts as infinitely slow (so one may be dropped); None
+    with fewer than 5 runs, or when a run that did not converge is left after dropping.
+    """
+    times = sorted(math.inf if pd.isna(t) else float(t) for t in tta)
+    if len(times) < MLPERF_MIN_RUNS or math.isinf(times[-2]):
+        return None
+    kept = times[1:-1]
+    return sum(kept) / len(kept)
 
 
 def scaling(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per setting (algorithm, BN group) and rank count: median images/s over seeds and repetitions, and the
-    scaling efficiency against the smallest rank count of that setting."""
+    """Per setting (algorithm, BN group) and rank count: median images/s over seeds and repetitions, the
+    scaling efficiency against the smallest rank count of that setting, and the median and MLPerf-scored
+    time to accuracy."""
     parts = []
     for _, group in runs.dropna(subset=["images_per_s"]).groupby("setting"):
         g = (group.groupby(["setting", "algorithm", "bn_group", "world_size"], as_index=False)
-             .agg(runs=("run", "count"), images_per_s=("images_per_s", "median")).sort_values("world_size"))
+             .agg(runs=("run", "count"), images_per_s=("images_per_s", "median"), tta_median_s=("tta_s", "median"),
+                  tta_mlperf_s=("tta_s", mlperf_score)).sort_values("world_size"))
         n0, t0 = g["world_size"].iloc[0], g["images_per_s"].iloc[0]
         g["ideal_images_per_s"] = g["world_size"] / n0 * t0
         g["efficiency"] = g["images_per_s"] / g["ideal_images_per_s"]
@@ -143,7 +159,9 @@ def metrics(runs: pd.DataFrame, scale: pd.DataFrame, bench: pd.DataFrame) -> dic
                                                      "startup_s", "stage_s")}
            for _, r in runs.iterrows()}
     scaled = {f"{r['setting']}-n{int(r['world_size'])}": {"images_per_s": _clean(r["images_per_s"]),
-                                                           "efficiency": _clean(r["efficiency"]), "runs": int(r["runs"])}
+                                                           "efficiency": _clean(r["efficiency"]), "runs": int(r["runs"]),
+                                                           "tta_median_s": _clean(r["tta_median_s"]),
+                                                           "tta_mlperf_s": _clean(r["tta_mlperf_s"])}
               for _, r in scale.iterrows()}
     peak = {f"{a}-n{int(n)}": _clean(g["busbw_GBps"].max()) for (a, n), g in bench.groupby(["algorithm", "world_size"])} if len(bench) else {}
     reached = runs["tta_s"].notna() if len(runs) else pd.Series(dtype=bool)

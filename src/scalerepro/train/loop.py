@@ -80,7 +80,9 @@ def run(spec: RunSpec, comm: MPI.Intracomm) -> dict[str, Any]:
     resuming = (spec.out / checkpoint.CHECKPOINT).exists()
     log = EventLog(spec.out / "events.jsonl", enabled=comm.rank == 0, resume=resuming)
     signals = StopSignals()
-    if not resuming:  # MLPerf: the clock starts before the dataset is touched
+    if not resuming:  # MLPerf: the clock starts before the dataset is touched (nothing is untimed init)
+        log.start("init_start")
+        log.end("init_stop")
         log.start("run_start", algorithm=spec.algorithm, world_size=comm.size)
     ranks = processes(comm)
     on_root(comm, lambda: write_json_atomic(spec.out / "ranks.json", {"ranks": ranks}))
@@ -204,7 +206,9 @@ class Session:
     def evaluate(self, epoch: int) -> None:
         """Top-1/top-5 on the val split; remembers when the target is first reached."""
         self.ctx.phase = f"evaluation after epoch {epoch}"
+        self.log.start("eval_start", epoch, epoch_num=epoch)
         top1, top5, n = evaluate(self.trainer, self.val_data, self.spec, self.layout, self.ctx)
+        self.log.end("eval_stop", epoch, epoch_num=epoch)
         self.log.emit("eval_accuracy", top1, epoch_num=epoch, top5=top5, samples=n)
         self.progress.evals.append({"epoch": epoch, "top1": top1, "top5": top5})
         if self.progress.reached is None and top1 >= self.spec.train.target_top1:

@@ -104,14 +104,14 @@ def test_frozen_rank_is_named_with_its_step_by_the_watchdog(tiny_shards, tmp_pat
 
 
 def test_report_without_a_local_death_points_at_the_messages_above(tmp_path):
-    text = report(1, Watch(tmp_path, since=0.0), time.monotonic(), tmp_path)
+    text = report(1, Watch(tmp_path), time.monotonic(), tmp_path)
     assert "exit code 1" in text and "no rank on this host exited" in text
     assert "no training step was logged" in text and "a rerun starts from the beginning" in text
 
 
 def test_damaged_checkpoint_is_reported_with_the_fix(tmp_path):
     (tmp_path / "checkpoint.pt").write_bytes(b"not a checkpoint")
-    text = report(-9, Watch(tmp_path, since=0.0), time.monotonic(), tmp_path)
+    text = report(-9, Watch(tmp_path), time.monotonic(), tmp_path)
     assert "killed by SIGKILL" in text and "does not load" in text and "delete it to start over" in text
 
 

@@ -39,7 +39,6 @@ class Watch:
     """The ranks of this host: pidfds of the current segment, and the first to exit."""
 
     run_dir: Path
-    since: float
     fds: dict[int, dict[str, Any]] = field(default_factory=dict)
     stamp: float = 0.0
     first: list[dict[str, Any]] = field(default_factory=list)
@@ -52,7 +51,7 @@ class Watch:
             stamp = path.stat().st_mtime
         except FileNotFoundError:
             return
-        if stamp < self.since or stamp == self.stamp:
+        if stamp == self.stamp:
             return
         self.stamp = stamp
         host = socket.gethostname()
@@ -96,7 +95,8 @@ def supervise(cmd: list[str], run_dir: Path) -> int:
         raise ValueError("no command to supervise")
     received: list[int] = []
     previous = {s: signal.signal(s, lambda signum, _f: received.append(signum)) for s in (*STOP_SIGNALS, signal.SIGINT)}
-    watch = Watch(run_dir, since=time.time() - 1.0)
+    (run_dir / RANKS).unlink(missing_ok=True)  # an earlier attempt's ranks are not this one's
+    watch = Watch(run_dir)
     try:
         child = subprocess.Popen(cmd)
         while child.poll() is None:

@@ -35,6 +35,16 @@ def steps_logged(out: Path) -> int:
     return partial.read_text().count('"key": "step"') if partial.exists() else 0
 
 
+def mid_epoch(out: Path) -> bool:
+    """The run has checkpointed and is a few steps past its last checkpoint."""
+    partial = out / "events.jsonl.partial"
+    if not partial.exists():
+        return False
+    events = read_events(partial)
+    saved = [e["value"] for e in events if e["key"] == "checkpoint"]
+    return bool(saved) and sum(e["key"] == "step" for e in events) >= saved[-1] + 2
+
+
 def run_until_signalled(args: list[str], out: Path, after_steps: int) -> subprocess.CompletedProcess:
     """Start 2 ranks in their own process group; SIGTERM the whole group (as SLURM does) after some steps."""
     cmd = [mpiexec(), "-n", "2", sys.executable, *args]

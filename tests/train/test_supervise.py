@@ -16,7 +16,7 @@ import pytest
 from scalerepro.train.events import read_events
 from scalerepro.train.supervise import Watch, report
 from tests.conftest import mpiexec
-from tests.train.test_checkpoint import steps_logged
+from tests.train.test_checkpoint import mid_epoch
 
 TIMEOUT_S = 30  # comm.timeout_s of these runs: a failure must be detected well within it
 
@@ -42,9 +42,7 @@ def wait_mid_epoch(proc: subprocess.Popen, out: Path) -> dict:
     """Block until the first checkpoint exists and a few steps of the next epoch ran; rank 1's process."""
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and proc.poll() is None:
-        events = read_events(out / "events.jsonl.partial") if (out / "events.jsonl.partial").exists() else []
-        saved = [e["value"] for e in events if e["key"] == "checkpoint"]
-        if saved and steps_logged(out) >= saved[0] + 2:
+        if mid_epoch(out):
             return json.loads((out / "ranks.json").read_text())["ranks"][1]
         time.sleep(0.02)
     os.killpg(proc.pid, signal.SIGKILL)

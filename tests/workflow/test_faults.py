@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from scalerepro.train.events import read_events
+from tests.train.test_checkpoint import mid_epoch
 from tests.workflow.test_workflow import BIN, job_counts, small_config, workflow_copy
 
 RUN = "results/train/ring/n{ranks}/g1-s0-r0"
@@ -34,16 +35,6 @@ def start(wf: Path, *targets: str) -> subprocess.Popen:
            "--configfile", "f.yaml"]  # targets first: --configfile takes every word after it
     return subprocess.Popen(cmd, cwd=wf, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
-
-
-def mid_epoch(run: Path) -> bool:
-    """The run has checkpointed and is a few steps into the next epoch."""
-    partial = run / "events.jsonl.partial"
-    if not partial.exists():
-        return False
-    events = read_events(partial)
-    saved = [e["value"] for e in events if e["key"] == "checkpoint"]
-    return bool(saved) and sum(e["key"] == "step" for e in events) >= saved[-1] + 2
 
 
 def wait_for(proc: subprocess.Popen, ready, what: str, limit_s: float = 300) -> None:

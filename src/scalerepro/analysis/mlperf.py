@@ -36,9 +36,8 @@ def submission(record: dict[str, Any], time_ms: int, org: str, status: str) -> l
              "metadata": {}} for key, value in values.items()]
 
 
-def mllog(run_dir: Path, org: str = "scalerepro", status: str = "research") -> list[str]:
-    """Every line of the run's MLPerf log."""
-    record = load_json(run_dir / "run.json")
+def mllog(run_dir: Path, record: dict[str, Any], org: str = "scalerepro", status: str = "research") -> list[str]:
+    """Every line of the MLPerf log of the run in ``run_dir`` (``record``: its run.json)."""
     events = read_events(run_dir / "events.jsonl")
     head = submission(record, events[0]["time_ms"] if events else 0, org, status)
     return [PREFIX + json.dumps(e, sort_keys=True) for e in head + events]
@@ -46,6 +45,7 @@ def mllog(run_dir: Path, org: str = "scalerepro", status: str = "research") -> l
 
 def write_mllog(run_dir: Path, out_dir: Path, org: str = "scalerepro", status: str = "research") -> Path:
     """Write the run's MLPerf log as ``out_dir/<run id>.txt`` (atomically); its path."""
-    out = Path(out_dir) / f"{grid_point(load_json(run_dir / 'run.json'))['run']}.txt"
-    write_text_atomic(out, "\n".join(mllog(run_dir, org, status)) + "\n")
+    record = load_json(run_dir / "run.json")
+    out = Path(out_dir) / f"{grid_point(record)['run']}.txt"
+    write_text_atomic(out, "\n".join(mllog(run_dir, record, org, status)) + "\n")
     return out

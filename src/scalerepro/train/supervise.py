@@ -55,15 +55,13 @@ class Watch:
             return
         self.stamp = stamp
         host = socket.gethostname()
-        for fd in self.fds:
-            os.close(fd)
-        self.fds = {}
+        self.close()
         for proc in json.loads(path.read_text())["ranks"]:
             if proc["host"] != host:
                 continue
             try:
                 self.fds[os.pidfd_open(proc["pid"])] = proc
-            except (ProcessLookupError, OSError):
+            except OSError:  # already gone
                 self.exited([proc])
 
     def poll(self, timeout: float) -> None:
@@ -123,8 +121,7 @@ def report(code: int, watch: Watch, ended: float, run_dir: Path) -> str:
     status = f"exit code {code}" if code > 0 else f"killed by {signal.Signals(-code).name}"
     if watch.first:
         who = ", ".join(f"rank {p['rank']} (pid {p['pid']} on {p['host']})" for p in watch.first)
-        lead = (f"the job failed ({status}) {ended - watch.first_at:.2f} s after {who} exited first"
-                if watch.first_at is not None else f"the job failed ({status}) after {who} exited")
+        lead = f"the job failed ({status}) {ended - watch.first_at:.2f} s after {who} exited first"
     else:
         lead = (f"the job failed ({status}); no rank on this host exited before the launcher "
                 f"(see the launcher's and the ranks' messages above)")

@@ -458,8 +458,9 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("bench-loader", help="shard loader vs torchvision ImageFolder+DataLoader, same JPEGs, same run",
                        description="Generates ImageNet-sized JPEGs once (400-500 px, quality 90), shards and stages "
                                    "them, then times both loaders with the same RandomResizedCrop + flip + normalise "
-                                   "and worker count: images/s (per worker), start-up and peak RSS/PSS of the "
-                                   "process tree, medians over repetitions.")
+                                   "and worker count: images/s (per worker) and start-up, medians over "
+                                   "repetitions, then peak RSS/PSS of the process tree from one more pass each "
+                                   "(the PSS page walk would slow the timed passes).")
     s.add_argument("--work", required=True, metavar="DIR", help="folder for the generated JPEGs and their shards "
                    "(reused when present)")
     s.add_argument("--out", required=True, metavar="FILE", help="JSON result file")

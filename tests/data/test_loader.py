@@ -13,7 +13,7 @@ from PIL import Image
 from scalerepro.data.augment import (
     EvalPipeline, TrainPipeline, centre_box, crop_resize, dct_factor, random_resized_box,
 )
-from scalerepro.data.loader import MEAN, STD, ShardDataset, batches, epoch_indices, eval_indices, node_shards
+from scalerepro.data.loader import MEAN, STD, BatchPool, ShardDataset, batches, epoch_indices, eval_indices, node_shards
 from scalerepro.errors import UserError
 from scalerepro.mpi import Layout
 
@@ -134,8 +134,8 @@ def test_batches_in_workers_equal_batches_in_process(tiny_shards):
     data = ShardDataset(tiny_shards / "train")
     ids = epoch_indices(data.counts, Layout(), 0, 0)[:40]
     kw = {"seed": 0, "epoch": 0, "drop_last": False}
-    inline = list(batches(data, ids, 16, TrainPipeline(32), 32, workers=0, **kw))
-    pooled = list(batches(data, ids, 16, TrainPipeline(32), 32, workers=2, **kw))
+    inline = [b._replace(images=b.images.clone()) for b in batches(data, ids, 16, TrainPipeline(32), 32, workers=0, **kw)]
+    pooled = [b._replace(images=b.images.clone()) for b in batches(data, ids, 16, TrainPipeline(32), 32, workers=2, **kw)]
     assert [len(b.labels) for b in inline] == [16, 16, 8]
     for a, b in zip(inline, pooled):
         assert torch.equal(a.images, b.images) and torch.equal(a.labels, b.labels) and torch.equal(a.ids, b.ids)
@@ -144,6 +144,33 @@ def test_batches_in_workers_equal_batches_in_process(tiny_shards):
     assert torch.equal(first.labels, torch.from_numpy(data.labels(first.ids.numpy())))
     lo, hi = [(v - m) / s for v, m, s in ((0, MEAN[0], STD[0]), (1, MEAN[0], STD[0]))]
     assert lo - 1e-5 <= first.images[:, 0].min() and first.images[:, 0].max() <= hi + 1e-5
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_batch_kept_past_its_reuse_is_an_error_not_silent_corruption(tiny_shards, workers):
+    data = ShardDataset(tiny_shards / "train")
+    ids = epoch_indices(data.counts, Layout(), 0, 0)[:48]
+    loader = batches(data, ids, 8, TrainPipeline(16), 16, seed=0, epoch=0, workers=workers, drop_last=False)
+    assert len(loader) == 6 and len(loader.pool.buffers) == 2 * workers + 2
+    seen = [b.images.sum().item() for b in loader]  # the usual loop: nothing kept, every batch its own pixels
+    assert len(set(seen)) == 6
+    with pytest.raises(RuntimeError, match=r"batch 0's images are still referenced.*clone\(\)"):
+        list(batches(data, ids, 8, TrainPipeline(16), 16, seed=0, epoch=0, workers=workers, drop_last=False))
+
+
+def test_pool_builds_a_batch_in_a_fresh_buffer_while_its_slot_is_still_held():
+    pool = BatchPool(3, (2, 3, 4, 4))
+    assert [pool.take(b)[0] for b in range(3)] == [0, 1, 2]
+    slot, fresh = pool.take(3)  # batch 0 (slot 0) not released yet
+    assert slot == -1 and fresh.shape == (2, 3, 4, 4) and all(fresh is not b for b in pool.buffers)
+    pool.release(0, 0)
+    assert pool.take(3) == (0, pool.buffers[0])
+    view = pool.buffers[1][:1]
+    with pytest.raises(RuntimeError, match="batch 1's images"):
+        pool.release(1, 1)
+    del view
+    pool.release(1, 1)
+    pool.release(2, -1)  # a fresh buffer: nothing to give back
 
 
 @pytest.mark.faults

@@ -22,12 +22,15 @@ def test_bench_dataset_is_imagenet_sized_quality_90(tmp_path):
 
 
 def test_summary_takes_medians_and_ratios():
-    rows = [{"loader": loader, "workers": 2, "rep": rep, "images_per_s": ips, "startup_s": 0.1,
-             "peak_rss_mib": 100.0, "peak_pss_mib": 50.0}
+    rows = [{"loader": loader, "workers": 2, "rep": rep, "pass": "timed", "images_per_s": ips, "startup_s": 0.1,
+             "peak_rss_mib": 100.0, "peak_pss_mib": 0.0}
             for rep, (a, b) in enumerate([(300, 100), (330, 110), (200, 120)])
             for loader, ips in (("shards", a), ("torchvision", b))]
+    rows += [{"loader": loader, "workers": 2, "rep": 3, "pass": "memory", "images_per_s": 1.0, "startup_s": 9.0,
+              "peak_rss_mib": 120.0, "peak_pss_mib": 60.0} for loader in ("shards", "torchvision")]
     by = {r["loader"]: r for r in summarise(rows)}
     assert by["shards"]["images_per_s"] == 300 and by["torchvision"]["images_per_s"] == 110
+    assert by["shards"]["startup_s"] == 0.1 and by["shards"]["peak_pss_mib"] == 60.0  # memory from its own pass
     assert by["shards"]["images_per_s_per_worker"] == 150
     assert by["shards"]["ratio_vs_torchvision"] == pytest.approx(300 / 110)
 
@@ -44,6 +47,8 @@ def test_cli_measures_both_loaders_in_one_run(tmp_path):
     assert {(r["loader"], r["workers"]) for r in record["rows"]} == {
         (loader, w) for loader in ("shards", "torchvision") for w in (0, 1)}
     assert all(r["images_per_s"] > 0 and r["peak_rss_mib"] > 0 for r in record["rows"])
+    assert [r["pass"] for r in record["rows"] if r["workers"] == 1] == ["timed", "timed", "memory", "memory"]
+    assert all(r["peak_pss_mib"] > 0 for r in record["rows"] if r["pass"] == "memory")
     assert "vs tv" in proc.stderr and record["spec"]["scale"] == [0.08, 1.0]
 
 

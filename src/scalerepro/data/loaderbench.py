@@ -8,7 +8,10 @@ batches built by the same number of worker processes. torchvision reads
 each JPEG from its file; ours reads the staged shards, memory-mapped.
 Loaders alternate within a repetition so drift on a shared machine hits
 both; throughput counts the images after the first batch (worker start-up
-excluded) and peak memory is sampled over the whole process tree.
+excluded). Peak memory (RSS and PSS summed over the process tree) comes
+from one more pass per loader and worker count, after the timed ones: the
+page walk behind PSS took CPU from the workers and cut the 2-worker
+throughput by about a fifth, so timed passes sample only RSS (cheap).
 """
 
 from __future__ import annotations
@@ -66,7 +69,7 @@ def staged_shards(dataset: Path, work: Path, stage_root: str, seed: int) -> Path
 
 class PeakMemory:
     """Samples the summed RSS (cheap, every ``interval_s``) and PSS (a page walk, every ``pss_every``-th
-    sample) of this process and its children (the workers) in a thread; keeps the peaks."""
+    sample; never if 0) of this process and its children (the workers) in a thread; keeps the peaks."""
 
     def __init__(self, interval_s: float = 0.05, pss_every: int = 10) -> None:
         """Start sampling."""
@@ -92,7 +95,7 @@ class PeakMemory:
         """Sample until stopped."""
         n = 0
         while not self._stop.is_set():
-            self._sample(n % self.pss_every == 0)
+            self._sample(self.pss_every > 0 and n % self.pss_every == 0)
             n += 1
             self._stop.wait(self.interval_s)
 
@@ -127,9 +130,9 @@ def shard_loader(staged: Path, spec: LoaderBenchSpec, workers: int, epoch: int) 
                    epoch=epoch, workers=workers, drop_last=False)
 
 
-def measure(make: Callable[[], Iterable[Any]]) -> dict[str, float]:
-    """One pass over a loader: images/s after the first batch, start-up time and peak memory."""
-    memory = PeakMemory()
+def measure(make: Callable[[], Iterable[Any]], pss: bool = False) -> dict[str, float]:
+    """One pass over a loader: images/s after the first batch, start-up time and peak memory (PSS too if ``pss``)."""
+    memory = PeakMemory(pss_every=10 if pss else 0)
     t0 = time.perf_counter()
     first_at, images = None, 0
     for item in make():
@@ -147,7 +150,8 @@ def measure(make: Callable[[], Iterable[Any]]) -> dict[str, float]:
 
 def run(spec: LoaderBenchSpec, dataset: Path, staged: Path,
         progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
-    """Every (workers, repetition, loader) measurement, loaders alternating first within a repetition."""
+    """Every (workers, repetition, loader) timed pass, loaders alternating first within a repetition, then
+    one memory pass per (workers, loader)."""
     makers = {"shards": lambda w, e: shard_loader(staged, spec, w, e),
               "torchvision": lambda w, e: torchvision_loader(dataset, spec, w, e)}
     rows = []
@@ -156,22 +160,29 @@ def run(spec: LoaderBenchSpec, dataset: Path, staged: Path,
             order = LOADERS if rep % 2 == 0 else LOADERS[::-1]
             for loader in order:
                 result = measure(lambda: makers[loader](workers, rep))
-                rows.append({"loader": loader, "workers": workers, "rep": rep, **result})
+                rows.append({"loader": loader, "workers": workers, "rep": rep, "pass": "timed", **result})
                 if progress:
                     progress(f"workers={workers} rep={rep + 1}/{spec.reps} {loader}: "
                              f"{result['images_per_s']:.1f} images/s")
+        for loader in LOADERS:
+            result = measure(lambda: makers[loader](workers, spec.reps), pss=True)
+            rows.append({"loader": loader, "workers": workers, "rep": spec.reps, "pass": "memory", **result})
+            if progress:
+                progress(f"workers={workers} memory pass {loader}: peak PSS {result['peak_pss_mib']:.0f} MiB")
     return rows
 
 
 def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Medians per (workers, loader), images/s per worker, and ours over torchvision."""
+    """Medians per (workers, loader) of the timed passes, peaks of the memory pass, ours over torchvision."""
     out = []
     for workers in sorted({r["workers"] for r in rows}):
         med = {}
         for loader in LOADERS:
             mine = [r for r in rows if r["workers"] == workers and r["loader"] == loader]
-            med[loader] = {k: statistics.median(r[k] for r in mine)
-                           for k in ("images_per_s", "startup_s", "peak_rss_mib", "peak_pss_mib")}
+            timed = [r for r in mine if r["pass"] == "timed"]
+            memory = [r for r in mine if r["pass"] == "memory"]
+            med[loader] = {**{k: statistics.median(r[k] for r in timed) for k in ("images_per_s", "startup_s")},
+                           **{k: statistics.median(r[k] for r in memory) for k in ("peak_rss_mib", "peak_pss_mib")}}
         for loader in LOADERS:
             m = med[loader]
             out.append({"workers": workers, "loader": loader, **m,

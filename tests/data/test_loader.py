@@ -153,7 +153,7 @@ def test_a_batch_kept_past_its_reuse_is_an_error_not_silent_corruption(tiny_shar
     loader = batches(data, ids, 8, TrainPipeline(16), 16, seed=0, epoch=0, workers=workers, drop_last=False)
     assert len(loader) == 6 and len(loader.pool.buffers) == 2 * workers + 2
     seen = [b.images.sum().item() for b in loader]  # the usual loop: nothing kept, every batch its own pixels
-    assert len(set(seen)) == 6
+    assert len(set(seen)) == 6 and loader.unpooled == 0  # every batch built in the pool, none in a fresh buffer
     with pytest.raises(RuntimeError, match=r"batch 0's images are still referenced.*clone\(\)"):
         list(batches(data, ids, 8, TrainPipeline(16), 16, seed=0, epoch=0, workers=workers, drop_last=False))
 

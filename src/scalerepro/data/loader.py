@@ -233,18 +233,22 @@ class Batches:
     def __init__(self, loader: DataLoader, pool: BatchPool) -> None:
         """Wrap a DataLoader over a :class:`BatchDataset` filling ``pool``."""
         self.loader, self.pool = loader, pool
+        self.unpooled = 0  # batches of the last pass that were built outside the pool
 
     def __len__(self) -> int:
         """Number of batches."""
         return len(self.loader)
 
     def __iter__(self) -> Iterator[Batch]:
-        """Release batch b - 2 as batch b is drawn (so workers can refill its slot), then hand out batch b."""
+        """As batch b is drawn, release batch b - 2, then ask for b (which hands batch b + in-flight to a worker)."""
         held: deque[tuple[int, int]] = deque()
-        for b, filled in enumerate(self.loader):
+        it, self.unpooled = iter(self.loader), 0
+        for b in range(len(self.loader)):
             if len(held) == 2:
                 self.pool.release(*held.popleft())
+            filled = next(it)
             held.append((b, filled.slot))
+            self.unpooled += filled.slot < 0
             images = filled.images if filled.slot < 0 else self.pool.buffers[filled.slot]
             yield Batch(images[: filled.count], filled.labels, filled.ids)
 

@@ -100,7 +100,9 @@ def cmd_shard(args: argparse.Namespace) -> None:
         m = shard_split(source, split, Path(args.out) / split, counts[split], cfg.shard.seed, args.skip_bad,
                         _progress(f"shard {split}"))
         print(f"{split}: {m['samples']} samples in {len(m['shards'])} shards, {m['bytes'] / 2**20:.1f} MiB, "
-              f"converted {m['converted']}, skipped {len(m['skipped'])}", file=sys.stderr)
+              f"converted {m['converted']}, skipped {len(m['skipped'])}, row-indexed {m['row_index']['images']}"
+              + ("" if m["row_index"]["tool"] else " (install jpegtran, Debian's libjpeg-turbo-progs, and re-shard "
+                 "for the loader to decode only the rows each crop needs)"), file=sys.stderr)
 
 
 def cmd_stage(args: argparse.Namespace) -> None:
@@ -240,6 +242,7 @@ def cmd_bench_loader(args: argparse.Namespace) -> None:
     import platform
 
     from scalerepro.data import loaderbench as lb
+    from scalerepro.data.shards import read_manifest
     from scalerepro.io import write_json_atomic
     from scalerepro.provenance import argv, versions
 
@@ -252,11 +255,15 @@ def cmd_bench_loader(args: argparse.Namespace) -> None:
     print(f"# {spec.images} JPEGs (400-500 px, quality 90) in {work}", file=sys.stderr)
     dataset = lb.bench_dataset(work, spec.images, spec.seed)
     staged = lb.staged_shards(dataset, work, args.stage_root, spec.seed)
+    row_index = read_manifest(staged).get("row_index", {"tool": None, "images": 0})
+    print(f"# shards row-indexed: {row_index['images']} images ({row_index['tool'] or 'no jpegtran: decoded whole'})",
+          file=sys.stderr)
     rows = lb.run(spec, dataset, staged, lambda line: print(line, file=sys.stderr, flush=True))
     summary = lb.summarise(rows)
     write_json_atomic(args.out, {
         "argv": argv(), "versions": versions(), "platform": platform.platform(), "cpus": os.cpu_count(),
-        "spec": {**spec.__dict__}, "dataset": str(dataset), "staged": str(staged), "rows": rows, "summary": summary,
+        "spec": {**spec.__dict__}, "dataset": str(dataset), "staged": str(staged), "row_index": row_index,
+        "rows": rows, "summary": summary,
     })
     print(lb.format_summary(summary), file=sys.stderr)
 

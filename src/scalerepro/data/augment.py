@@ -4,7 +4,9 @@ The crop is chosen from the JPEG header's size before any pixel is decoded.
 libjpeg-turbo (through ``simplejpeg``) then decodes at the smallest
 power-of-two DCT scale (1/2, 1/4, 1/8: its fast reduced IDCTs; the other
 M/8 scales measured slower than a full decode) that still leaves the crop
-at least as large as the output, and one antialiased bilinear resize of
+at least as large as the output, and, for a JPEG that ``scalerepro shard``
+row-indexed, decodes only the MCU rows around the crop
+(:mod:`scalerepro.data.jpegrows`; the same pixels). One antialiased bilinear resize of
 the uint8 crop (torch's vectorised kernel, which matches PIL's filter)
 makes the output. The crop distribution is torchvision's
 ``RandomResizedCrop`` (same algorithm, same scale and ratio ranges);
@@ -23,6 +25,8 @@ import numpy as np
 import simplejpeg
 import torch
 import torch.nn.functional as F
+
+from scalerepro.data.jpegrows import crop_rows, has_row_index, row_index, rows_jpeg
 
 Box = tuple[int, int, int, int]  # top, left, height, width
 DCT_FACTORS = (8, 4, 2)
@@ -80,15 +84,31 @@ def centre_box(height: int, width: int, size: int, resize: int) -> Box:
     return (int(round(top * sy)), int(round(left * sx)), max(1, int(round(size * sy))), max(1, int(round(size * sx))))
 
 
+def decode_rows(data: memoryview | bytes, height: int, width: int, factor: int, top: int, bottom: int) -> tuple[np.ndarray, int]:
+    """Pixels holding rows [top, bottom) of the image at 1/factor scale, and the scaled row they start at.
+
+    With a restart marker after every MCU row (:mod:`scalerepro.data.jpegrows`)
+    only the MCU rows around [top, bottom) are decoded; otherwise the whole image.
+    """
+    rows = row_index(bytes(data)) if has_row_index(data) else None
+    if rows is not None:
+        first, stop = crop_rows(rows, top, bottom)
+        if stop - first < len(rows.starts):
+            sub = rows_jpeg(bytes(data), rows, first, stop)
+            sub_height = min(height, stop * rows.mcu_height) - first * rows.mcu_height
+            return decode_scaled(sub, sub_height, width, factor), first * rows.mcu_height // factor
+    return decode_scaled(data, height, width, factor), 0
+
+
 def crop_resize(data: memoryview | bytes, height: int, width: int, box: Box, size: int) -> torch.Tensor:
     """Decode just enough of the (height x width) JPEG for ``box``; resize that region to uint8 (3, size, size)."""
     factor = dct_factor(box, size)
-    pixels = decode_scaled(data, height, width, factor)
-    sy, sx = pixels.shape[0] / height, pixels.shape[1] / width
     top, left, h, w = box
+    pixels, offset = decode_rows(data, height, width, factor, top, top + h)
+    sy, sx = math.ceil(height / factor) / height, math.ceil(width / factor) / width  # the whole image's scale
     y0, x0 = int(round(top * sy)), int(round(left * sx))
     y1, x1 = max(y0 + 1, int(round((top + h) * sy))), max(x0 + 1, int(round((left + w) * sx)))
-    region = torch.from_numpy(pixels[y0:y1, x0:x1]).permute(2, 0, 1).unsqueeze(0)  # (1, 3, h, w) view, no copy
+    region = torch.from_numpy(pixels[y0 - offset : y1 - offset, x0:x1]).permute(2, 0, 1).unsqueeze(0)  # a view
     return F.interpolate(region, size=(size, size), mode="bilinear", antialias=True, align_corners=False)[0]
 
 

@@ -27,6 +27,7 @@ import psutil
 import torch
 
 from scalerepro.data.augment import TrainPipeline
+from scalerepro.data.jpegrows import jpegtran
 from scalerepro.data.loader import MEAN, STD, ShardDataset, batches, epoch_indices
 from scalerepro.data.pack import shard_split
 from scalerepro.data.stage import stage_split
@@ -60,8 +61,8 @@ def bench_dataset(work: Path, images: int, seed: int) -> Path:
 
 
 def staged_shards(dataset: Path, work: Path, stage_root: str, seed: int) -> Path:
-    """Shard the benchmark's train split (8 shards) and stage it; return the staged folder."""
-    shards = work / f"{dataset.name}-shards" / "train"
+    """Shard the benchmark's train split (8 shards; row-indexed where jpegtran is installed) and stage it."""
+    shards = work / f"{dataset.name}-shards{'-rows' if jpegtran() else ''}" / "train"
     if not (shards / "manifest.json").is_file():
         shard_split(dataset, "train", shards, 8, seed)
     return Path(stage_split(shards, stage_root)["dest"])

@@ -1,11 +1,15 @@
 """``scalerepro shard``: an ImageNet-layout folder -> shards of RGB JPEG bytes + manifest.
 
 Works on the real ILSVRC-2012 layout and the synthetic laptop dataset alike.
+Where jpegtran is installed (Debian: libjpeg-turbo-progs), each sequential
+JPEG also gets a restart marker after every MCU row, losslessly, and an
+index of its rows, so the loader decodes only the rows a crop needs
+(:mod:`scalerepro.data.jpegrows`); the manifest counts them.
 Real ImageNet's quirks are normalised: grayscale and CMYK JPEGs are
 re-encoded as RGB, a PNG named ``.JPEG`` is detected by its bytes and
 re-encoded; a file that does not decode fails with its path, or with
 ``skip_bad`` is left out and listed in the manifest. Shards are written one
-at a time, so memory is bounded by one image, not the dataset.
+at a time, so memory is bounded by one shard, not the dataset.
 """
 
 from __future__ import annotations
@@ -13,7 +17,9 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -21,6 +27,7 @@ from typing import Any, Callable
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+from scalerepro.data.jpegrows import add_row_restarts, jpegtran, with_row_index
 from scalerepro.data.shards import FORMAT, MANIFEST, ShardWriter, shard_name
 from scalerepro.errors import UserError
 from scalerepro.io import write_json_atomic
@@ -172,6 +179,8 @@ class _Packer:
         self.counts: dict[str, int] = {}
         self.skipped: list[dict[str, str]] = []
         self.done = 0
+        self.tool = jpegtran()
+        self.row_indexed = 0
 
     def _read(self, sample: Sample) -> bytes:
         """Raw bytes of a source file, folded into the source hash; progress ticks."""
@@ -185,10 +194,16 @@ class _Packer:
         self.source.update(f"{sample.relpath}\0{len(raw)}\0{hashlib.sha256(raw).hexdigest()}\n".encode())
         return raw
 
+    def _rows(self, data: bytes) -> bytes | None:
+        """``data`` with a restart marker per MCU row and their index, if jpegtran can; else None."""
+        restarted = add_row_restarts(data, self.tool) if self.tool else None
+        return with_row_index(restarted) if restarted else None
+
     def write(self, path: Path, part: list[Sample]) -> dict[str, Any]:
-        """Write one shard from ``part``; return its manifest entry."""
+        """Write one shard from ``part``; return its manifest entry. jpegtran runs on one thread per CPU."""
         writer = ShardWriter(path)
         try:
+            kept = []
             for sample in part:
                 try:
                     data, how = normalise(self._read(sample), str(self.root / sample.relpath))
@@ -199,7 +214,11 @@ class _Packer:
                     self.skipped.append({"path": sample.relpath, "reason": str(exc)})
                     continue
                 self.counts[how] = self.counts.get(how, 0) + 1
-                writer.add(data, sample.label, sample.relpath)
+                kept.append((sample, data))
+            with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+                for (sample, data), indexed in zip(kept, pool.map(self._rows, [d for _, d in kept])):
+                    self.row_indexed += indexed is not None
+                    writer.add(indexed or data, sample.label, sample.relpath)
         except BaseException:
             writer.abort()
             raise
@@ -237,6 +256,7 @@ def shard_split(
         "samples": sum(e["samples"] for e in entries),
         "bytes": sum(e["bytes"] for e in entries),
         "converted": dict(sorted(packer.counts.items())),
+        "row_index": {"tool": packer.tool, "images": packer.row_indexed},
         "skipped": packer.skipped,
         "seed": seed,
         "seconds": round(time.perf_counter() - t0, 3),

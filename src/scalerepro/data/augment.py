@@ -90,11 +90,12 @@ def decode_rows(data: memoryview | bytes, height: int, width: int, factor: int, 
     With a restart marker after every MCU row (:mod:`scalerepro.data.jpegrows`)
     only the MCU rows around [top, bottom) are decoded; otherwise the whole image.
     """
-    rows = row_index(bytes(data)) if has_row_index(data) else None
+    raw = bytes(data) if has_row_index(data) else None  # copied out of the shard map only when it will be cut
+    rows = row_index(raw) if raw is not None else None
     if rows is not None:
         first, stop = crop_rows(rows, top, bottom)
         if stop - first < len(rows.starts):
-            sub = rows_jpeg(bytes(data), rows, first, stop)
+            sub = rows_jpeg(raw, rows, first, stop)
             sub_height = min(height, stop * rows.mcu_height) - first * rows.mcu_height
             return decode_scaled(sub, sub_height, width, factor), first * rows.mcu_height // factor
     return decode_scaled(data, height, width, factor), 0

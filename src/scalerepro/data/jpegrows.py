@@ -2,15 +2,16 @@
 
 ``scalerepro shard`` adds a restart marker after every MCU row losslessly
 (``jpegtran -restart 1``, Debian's libjpeg-turbo-progs: the DCT
-coefficients, hence the pixels, are unchanged; +0.2% bytes; a progressive
-JPEG comes out sequential) and stores where each row's interval starts in
-an APP15 segment right after SOI, which every decoder skips. Each interval
-decodes on its own, so the rows of a crop, plus one MCU row above and below
-for the chroma upsampling filter, are cut out as a smaller JPEG (the same
-tables, the SOF height cut, the restart markers renumbered) that decodes to
-exactly those rows of the whole image: rows below the crop are never read,
-rows above it never entropy-decoded. The index is checked against the
-markers it points at; a JPEG without a valid one is decoded whole.
+coefficients, hence the pixels, are unchanged; +0.36% bytes on the loader
+bench's 2,000 JPEGs; a progressive JPEG comes out sequential) and stores
+where each row's interval starts in an APP15 segment right after SOI,
+which every decoder skips. Each interval decodes on its own, so the rows of
+a crop, plus one MCU row above and below for the chroma upsampling filter,
+are cut out as a smaller JPEG (the same tables, the SOF height cut, the
+restart markers renumbered) that decodes to exactly those rows of the whole
+image: rows below the crop are never read, rows above it never
+entropy-decoded. The index is checked against the markers it points at; a
+JPEG without a valid one is decoded whole.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ class Rows:
     starts: tuple[int, ...]
     end: int
     height: int
-    width: int
     mcu_height: int
 
 
@@ -53,8 +53,8 @@ def _segments(data: bytes):
         i += 2 + length
 
 
-def _frame(data: bytes) -> tuple[int, int, int, int, int, int] | None:
-    """(SOF offset, scan start, restart interval, height, width, MCU height) of a one-scan sequential JPEG; else None."""
+def _frame(data: bytes) -> tuple[int, int, int, int] | None:
+    """(SOF offset, scan start, height, MCU height) of a one-scan sequential JPEG, one restart per MCU row; else None."""
     sof = scan = None
     restart = 0
     for marker, at, length in _segments(data):
@@ -75,7 +75,7 @@ def _frame(data: bytes) -> tuple[int, int, int, int, int, int] | None:
     mcu_w, mcu_h = 8 * max(f >> 4 for f in factors), 8 * max(f & 15 for f in factors)
     if height == 0 or restart != math.ceil(width / mcu_w):
         return None
-    return sof, scan, restart, height, width, mcu_h
+    return sof, scan, height, mcu_h
 
 
 def scan_rows(data: bytes) -> Rows | None:
@@ -84,14 +84,14 @@ def scan_rows(data: bytes) -> Rows | None:
     end = data.rfind(b"\xff\xd9")
     if frame is None or end < frame[1]:
         return None
-    sof, scan, _, height, width, mcu_h = frame
+    sof, scan, height, mcu_h = frame
     body = np.frombuffer(data, dtype=np.uint8, count=end - scan, offset=scan)
     ff = np.flatnonzero(body[:-1] == 0xFF)  # 0xFF in entropy-coded data is a marker or stuffing (0xFF00)
     after = body[ff + 1]
     restarts = ff[(after & 0xF8) == 0xD0]
     if (after == 0xDA).any() or len(restarts) != math.ceil(height / mcu_h) - 1:  # a second scan, or not one per row
         return None
-    return Rows(sof, scan, (scan, *(scan + restarts + 2).tolist()), end, height, width, mcu_h)
+    return Rows(sof, scan, (scan, *(scan + restarts + 2).tolist()), end, height, mcu_h)
 
 
 def with_row_index(data: bytes) -> bytes | None:
@@ -117,7 +117,7 @@ def row_index(data: bytes) -> Rows | None:
     frame = _frame(data)
     if frame is None:
         return None
-    sof, scan, _, height, width, mcu_h = frame
+    sof, scan, height, mcu_h = frame
     count = (int.from_bytes(data[4:6], "big") - 2 - len(INDEX_TAG)) // 4
     at = 6 + len(INDEX_TAG)
     starts = tuple(np.frombuffer(data, dtype=">u4", count=count, offset=at).tolist())
@@ -126,7 +126,7 @@ def row_index(data: bytes) -> Rows | None:
         return None
     if any(data[s - 2 : s] != RST_MARKERS[k % 8] for k, s in enumerate(starts[1:])):
         return None
-    return Rows(sof, scan, starts, end, height, width, mcu_h)
+    return Rows(sof, scan, starts, end, height, mcu_h)
 
 
 def rows_jpeg(data: bytes, rows: Rows, first: int, stop: int) -> bytes:

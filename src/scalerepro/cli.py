@@ -192,11 +192,11 @@ def cmd_bench(args: argparse.Namespace) -> None:
 
     import numpy as np
 
+    from scalerepro.comm.algorithms import get
     from scalerepro.comm.context import Context
     from scalerepro.comm.harness import (
         DTYPES, HEADER, SweepSpec, compare, format_comparison, reduction_cost, sweep, total_wrong,
     )
-    from scalerepro.comm.registry import get
     from scalerepro.io import write_json_atomic
     from scalerepro.mpi import hosts, library_version, on_root, world
     from scalerepro.oversubscription import node_cores
@@ -211,20 +211,25 @@ def cmd_bench(args: argparse.Namespace) -> None:
     for peer in peers:
         if peer not in algos:
             raise UserError(f"--compare {peer}: not among the benchmarked algorithms {list(algos)}; add it to --algos")
-    spec = SweepSpec(algos, b.min_bytes, b.max_bytes, b.dtype, b.warmup, b.iters, b.check, b.min_time_s, b.max_iters)
     comm = world()
-    on_root(comm, lambda: print(f"# world size {comm.size}, {library_version()}\n{HEADER}", file=sys.stderr))
+    on_root(comm, lambda: print(f"# world size {comm.size}, {library_version()}, {args.device} buffers, "
+                                f"comm.executor={cfg.comm.executor}\n{HEADER}", file=sys.stderr))
     with Context(comm, cfg.comm.params()) as ctx:
-        placement = {"ranks_per_node": max(comm.allgather(ctx.node().size)),
+        nodes = ctx.nodes()
+        placement = {"ranks_per_node": max(nodes.count(n) for n in nodes),
                      "cores_per_node": min(comm.allgather(node_cores(os.environ)))}
+        spec = SweepSpec(algos, b.min_bytes, b.max_bytes, b.dtype, b.warmup, b.iters, b.check, b.min_time_s,
+                         b.max_iters, args.device, max(1, placement["cores_per_node"] // placement["ranks_per_node"]),
+                         b.rounds)
         rows = sweep(ctx, spec)
     gamma = statistics.median(comm.allgather(reduction_cost(np.dtype(DTYPES[b.dtype]))))
     ratios = {peer: compare(rows, peer) for peer in peers}
     record = {
-        "argv": argv(), "world_size": comm.size, "hosts": hosts(comm), "mpi_library": library_version(),
-        "versions": versions(), "platform": platform.platform(), "spec": spec.__dict__ | {"algorithms": list(algos)},
+        "argv": argv(), "world_size": comm.size, "hosts": hosts(comm), "nodes": list(nodes),
+        "mpi_library": library_version(), "versions": versions(), "platform": platform.platform(),
+        "spec": spec.__dict__ | {"algorithms": list(algos)}, "device": args.device,
         **placement, "params": cfg.to_dict()["comm"], "reduction_s_per_byte": gamma,
-        "env": {k: v for k, v in os.environ.items() if k.startswith(("OMP_", "MPIR_", "MPICH_", "SLURM_"))},
+        "env": {k: v for k, v in os.environ.items() if k.startswith(("OMP_", "MPIR_", "MPICH_", "SLURM_", "NCCL_"))},
         "rows": rows, "comparisons": [c for peer in peers for c in ratios[peer]],
     }
     on_root(comm, lambda: write_json_atomic(args.out, record))
@@ -323,7 +328,8 @@ def cmd_cost_model(args: argparse.Namespace) -> None:
     if not gammas:
         raise UserError("the bench JSONs carry no reduction_s_per_byte (gamma); re-run `scalerepro bench`")
     gamma = statistics.median(gammas)
-    algos = args.algos.split(",") if args.algos else sorted({r["algorithm"] for r in rows})
+    # auto is not one schedule (it picks per size), so it has no alpha-beta of its own
+    algos = args.algos.split(",") if args.algos else sorted({r["algorithm"] for r in rows} - {"auto"})
     fits = fit_regimes(algos, rows, gamma)
     chosen = for_projection(fits)
     topos = [Topology("fattree", args.ranks_per_node, args.link_gbps, args.latency_us, args.rails, args.intra_gbps,
@@ -439,11 +445,16 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_supervise)
 
     s = sub.add_parser("bench", help="all-reduce sweep, nccl-tests style (run under mpiexec/srun)",
-                       description="Sizes by doubling; t = max over ranks of the mean; busbw = algbw*2(p-1)/p; checked.")
+                       description="Sizes by doubling; t = max over ranks of the mean; busbw = algbw*2(p-1)/p; checked. "
+                                   "Each row records the executor (--set comm.executor=mpi|torch) and the schedule "
+                                   "that ran (colors, orders, grid, or what the algorithm reduced to).")
     _add_config_flags(s)
     s.add_argument("--algos", help="comma-separated algorithms (default: bench.algorithms)")
-    s.add_argument("--compare", metavar="PEERS", help="comma-separated peers (e.g. native,gloo): print and record "
-                   "every other algorithm's busbw and time as ratios to each, from this same run")
+    s.add_argument("--compare", metavar="PEERS", help="comma-separated peers (e.g. native,gloo, or nccl on a GPU): "
+                   "print and record every other algorithm's busbw and time as ratios to each, from this same run")
+    s.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="where the buffers live (default cpu); cuda: each rank's GPU, and comm.executor=auto then "
+                        "runs the schedules with torch.distributed (NCCL)")
     s.add_argument("--out", required=True, metavar="FILE", help="JSON result file")
     s.set_defaults(fn=cmd_bench)
 

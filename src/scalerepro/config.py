@@ -125,12 +125,15 @@ class CommConfig:
     colors: int
     chunk_bytes: int
     grid: tuple[int, ...]
+    executor: str
+    tuning: str
 
     def params(self) -> Any:
         """The CommParams the algorithms take."""
         from scalerepro.comm.context import CommParams
 
-        return CommParams(float(self.timeout_s), self.colors, self.chunk_bytes, tuple(self.grid))
+        return CommParams(float(self.timeout_s), self.colors, self.chunk_bytes, tuple(self.grid), self.executor,
+                          self.tuning)
 
 
 @dataclass(frozen=True)
@@ -146,6 +149,7 @@ class BenchConfig:
     iters: int
     min_time_s: float
     max_iters: int
+    rounds: int
     check: bool
 
 

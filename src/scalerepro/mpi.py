@@ -24,6 +24,14 @@ def node_comm(comm: MPI.Intracomm) -> MPI.Intracomm:
     return comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.rank)
 
 
+def node_name(comm: MPI.Intracomm) -> str:
+    """This rank's node (collective): SLURM's node name under SLURM, else its shared-memory domain's first rank."""
+    node = node_comm(comm)
+    first = node.bcast(comm.rank, root=0)
+    node.Free()
+    return os.environ.get("SLURMD_NODENAME") or f"shared-memory domain of rank {first}"
+
+
 @dataclass(frozen=True)
 class Layout:
     """Where a rank sits: its node, the node count, its rank on the node and every node's rank count."""

@@ -15,13 +15,14 @@ import torch
 from mpi4py import MPI
 
 from scalerepro.comm.context import CommParams, Context
-from scalerepro.comm.registry import allreduce, names
+from scalerepro.comm.algorithms import names
+from scalerepro.comm.registry import allreduce
 
 MAX_ELEMENTS = 1 << 18  # 1 MiB of float32
 comm = MPI.COMM_WORLD
 p, r = comm.size, comm.rank
 iters = int(sys.argv[1])
-algos = sys.argv[2].split(",") if len(sys.argv) > 2 and sys.argv[2] else names()
+algos = sys.argv[2].split(",") if len(sys.argv) > 2 and sys.argv[2] else names("cpu")
 
 
 def rss_bytes() -> int:

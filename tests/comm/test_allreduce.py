@@ -17,28 +17,30 @@ from scalerepro.errors import UserError
 CHECK = str(Path(__file__).with_name("allreduce_check.py"))
 
 
-ALL = ["gloo", "hierarchical", "multicolor", "multiring", "native", "rabenseifner", "ring", "torus2d", "torus2d-3phase"]
+ALL = ["auto", "gloo", "hierarchical", "multicolor", "multiring", "native", "rabenseifner", "ring", "torus2d",
+       "torus2d-3phase"]  # every algorithm that runs on CPU buffers (nccl needs CUDA)
 HANG = str(Path(__file__).with_name("hang_check.py"))
 
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("ranks", [1, 2, 3, 4, 6])
 def test_every_algorithm_sums_exactly_with_same_bits(run_mpi, ranks):
-    """Sizes 0, 1, < ranks, primes, large; float32/64; in and out of place; torch tensors."""
+    """Sizes 0, 1, < ranks, primes, 1 Mi; float32/64 random data; in and out of place; torch tensors; both executors."""
     proc = run_mpi(ranks, [CHECK], timeout=600)
-    assert f"OK {ranks} ranks: {', '.join(ALL)}" in proc.stdout
+    assert f"OK {ranks} ranks: {', '.join(ALL)} on mpi, torch" in proc.stdout
 
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("ranks", [2, 3, 4])
 def test_ring_reduce_blocks_pair_up_across_uneven_chunks(run_mpi, ranks):
     """Chunks just over and at whole multiples of the 1 MiB reduce block, float32 and float64."""
-    from scalerepro.comm.ring import DIRECT_BYTES, REDUCE_BLOCK_BYTES
+    from scalerepro.comm.mpi_executor import REDUCE_BLOCK_BYTES
+    from scalerepro.comm.ring import DIRECT_BYTES
 
     block = REDUCE_BLOCK_BYTES // 4
     extra = [ranks * block + 2, ranks * block + ranks - 1, DIRECT_BYTES // 4 + 1]
-    proc = run_mpi(ranks, [CHECK, "ring,hierarchical", ",".join(map(str, extra))], timeout=600)
-    assert f"OK {ranks} ranks: ring, hierarchical" in proc.stdout
+    proc = run_mpi(ranks, [CHECK, "ring,hierarchical", ",".join(map(str, extra)), "mpi"], timeout=600)
+    assert f"OK {ranks} ranks: ring, hierarchical on mpi" in proc.stdout
 
 
 @pytest.mark.mpi
@@ -46,7 +48,7 @@ def test_ring_reduce_blocks_pair_up_across_uneven_chunks(run_mpi, ranks):
 @given(extra=st.lists(st.integers(min_value=0, max_value=200_000), min_size=1, max_size=6))
 def test_property_sizes(run_mpi, extra):
     """Hypothesis-drawn element counts, every algorithm, 3 ranks."""
-    proc = run_mpi(3, [CHECK, "", ",".join(map(str, extra))], timeout=600)
+    proc = run_mpi(3, [CHECK, "", ",".join(map(str, extra)), "mpi"], timeout=600)
     assert "OK 3 ranks" in proc.stdout
 
 
@@ -65,10 +67,10 @@ from scalerepro.comm.registry import allreduce
 comm = MPI.COMM_WORLD
 with Context(comm, CommParams(chunk_bytes=1000, grid=tuple({grid}))) as ctx:
     for n in (0, 5, 6, 1001, 77777):
-        data = np.random.default_rng([n, comm.rank]).integers(-99, 99, n).astype(np.float64)
+        data = np.random.default_rng([n, comm.rank]).standard_normal(n)
         want = np.sum(np.stack(comm.allgather(data)), axis=0) if n else data
         allreduce(data, "{algo}", ctx)
-        assert np.array_equal(data, want), n
+        assert np.allclose(data, want, rtol=1e-12, atol=1e-12), n
         assert len(set(comm.allgather(data.tobytes()))) == 1
 print("OK")
 """
@@ -104,9 +106,25 @@ def test_killed_rank_does_not_hang_the_others(run_mpi):
 
 
 def test_registry_lists_and_refuses():
-    assert names() == sorted(ALL)
-    with pytest.raises(UserError, match="unknown all-reduce algorithm 'nope'; choose one of: gloo, hierarchical, multicolor"):
+    assert names() == sorted([*ALL, "nccl"])
+    with pytest.raises(UserError, match="unknown all-reduce algorithm 'nope'; choose one of: auto, gloo, hierarchical"):
         get("nope")
+    with pytest.raises(UserError, match="unknown all-reduce algorithm 'nope'"):
+        allreduce(np.zeros(3), "nope")
+
+
+def test_library_algorithms_on_the_wrong_device_name_the_peer():
+    from scalerepro.comm.context import CommParams
+    from scalerepro.comm.registry import executor_for
+
+    with pytest.raises(UserError, match="nccl sums CUDA buffers, but this one is on cpu; use gloo"):
+        executor_for(get("nccl"), "cpu", CommParams())
+    with pytest.raises(UserError, match="gloo sums CPU buffers, but this one is on cuda; use nccl"):
+        executor_for(get("gloo"), "cuda", CommParams())
+    assert executor_for(get("ring"), "cuda", CommParams()) == "torch"  # default: torch for CUDA tensors
+    assert executor_for(get("ring"), "cpu", CommParams()) == "mpi"
+    assert executor_for(get("ring"), "cpu", CommParams(executor="torch")) == "torch"
+    assert executor_for(get("native"), "cpu", CommParams(executor="torch")) == "mpi"  # MPI_Allreduce is MPI's
 
 
 def test_single_rank_is_identity():
@@ -144,6 +162,8 @@ def test_bad_params_name_the_key():
         CommParams(colors=0)
     with pytest.raises(UserError, match="comm.timeout_s"):
         CommParams(timeout_s=0)
+    with pytest.raises(UserError, match="comm.executor='nccl': choose one of auto, mpi, torch"):
+        CommParams(executor="nccl")
 
 
 def test_multicolor_orders_differ_and_plan_scales():
@@ -151,6 +171,11 @@ def test_multicolor_orders_differ_and_plan_scales():
 
     o = orders(5, 4)
     assert len(set(o)) == 4 and all(sorted(x) == list(range(5)) for x in o)
+    two_nodes = orders(8, 4, [(0, 1, 2, 3), (4, 5, 6, 7)])
+    assert two_nodes[0] == (0, 1, 2, 3, 4, 5, 6, 7) and two_nodes[1] == tuple(reversed(two_nodes[0]))
+    assert two_nodes[2] == (1, 2, 3, 0, 5, 6, 7, 4)  # color pair 1 enters and leaves each node at other ranks
+    crossings = {(o[i], o[(i + 1) % 8]) for o in two_nodes for i in range(8) if o[i] // 4 != o[(i + 1) % 8] // 4}
+    assert len(crossings) == 8  # 4 colors x 2 inter-node hops, no two on the same pair of ranks
     assert plan(8192, 4, 1 << 20, p=4) == (1, 1)
     assert plan(64 * MIN_COLOR_BYTES, 4, 1 << 20, p=4)[0] == 4
     assert plan(64 * MIN_COLOR_BYTES, 4, 1 << 20, p=3) == (4, 1)
@@ -175,7 +200,8 @@ def test_bench_cli_writes_checked_json(run_mpi, tmp_path):
                        "--out", str(out)])
     record = json.loads(out.read_text())
     assert record["world_size"] == 3 and len(record["hosts"]) == 3 and "MPICH" in record["mpi_library"]
-    assert record["params"] == {"timeout_s": 300, "colors": 2, "chunk_bytes": 4194304, "grid": []}
+    assert record["params"] == {"timeout_s": 300, "colors": 2, "chunk_bytes": 0, "grid": [], "executor": "auto",
+                                "tuning": ""}
     assert {r["algorithm"] for r in record["rows"]} == {"native", "ring"}
     assert [r["bytes"] for r in record["rows"] if r["algorithm"] == "ring"] == sizes(8, 4096)
     assert all(r["wrong"] == 0 and r["time_us"] > 0 for r in record["rows"])

@@ -8,17 +8,44 @@ import sys
 
 import pytest
 
-from scalerepro.comm.costmodel import TERMS, Topology, fit, fit_regimes, for_projection, project_time, projection, regime
+from scalerepro.comm.costmodel import (
+    Fit, Topology, fit, fit_regimes, for_projection, project_time, projection, regime, terms,
+)
+from scalerepro.comm.schedule import Spec
 from scalerepro.errors import UserError
+
+SCHEDULED = ["ring", "multicolor", "torus2d", "multiring", "rabenseifner"]
 
 
 def synthetic_rows(algo, alpha, beta, gamma):
     rows = []
     for p in (2, 3, 4, 8):
         for n in (8, 1024, 65536, 1 << 20, 1 << 24):
-            a, b, g = TERMS[algo](n, p)
+            a, b, g = terms(algo, Spec(p, 0, n // 4))
             rows.append({"algorithm": algo, "world_size": p, "bytes": n, "time_us": (a * alpha + b * beta + g * gamma) * 1e6})
     return rows
+
+
+def test_terms_are_read_off_the_schedules():
+    n, p = 1 << 20, 4
+    a, b, g = terms("ring", Spec(p, 0, n // 4))
+    assert (a, b, g) == (2 * (p - 1), pytest.approx(2 * n * (p - 1) / p), pytest.approx(n * (p - 1) / p))
+    a, b, g = terms("rabenseifner", Spec(p, 0, n // 4))
+    assert a == 2 * 2 and b == pytest.approx(2 * n * (p - 1) / p)  # log2 p halving + doubling stages
+    assert terms("native", Spec(p, 0, n // 4)) == terms("rabenseifner", Spec(p, 0, n // 4))  # MPICH's large-message choice
+
+
+@pytest.mark.parametrize("kind, rails", [("fattree", 1), ("fattree", 2), ("torus2d", 1)])
+def test_projections_differ_wherever_the_schedules_do(kind, rails):
+    """Same fitted node for every algorithm: only their schedules can set the projected numbers apart."""
+    topo = Topology(kind, ranks_per_node=4, rails=rails)
+    ms = {algo: project_time(Fit(algo, "dedicated", 5e-6, 1e-10, 2e-11, 10, 0.0, 0.0, ()), topo, 102e6, 64, colors=4)
+          for algo in SCHEDULED}
+    assert len({round(v, 9) for v in ms.values()}) == len(SCHEDULED), ms
+    if kind == "torus2d":
+        assert ms["torus2d"] < ms["ring"]  # both dimensions' links at once, and sqrt(p)-long rings
+    if rails == 2:
+        assert ms["multicolor"] < ms["ring"]  # the colors' inter-node hops use both rails
 
 
 @pytest.mark.parametrize("algo", ["ring", "rabenseifner", "torus2d", "native"])
@@ -38,9 +65,9 @@ def test_fit_needs_points_and_known_algorithm():
 def test_projection_where_colors_and_topology_pay():
     ring = fit("ring", synthetic_rows("ring", 5e-6, 1e-9, 3e-10), 3e-10)
     color = fit("multicolor", synthetic_rows("multicolor", 5e-6, 1e-9, 3e-10), 3e-10)
-    one, two = Topology("fattree", rails=1), Topology("fattree", rails=2)
+    one, two = Topology("fattree", rails=1, intra_GBps=150), Topology("fattree", rails=2, intra_GBps=150)
     n = 102e6
-    assert project_time(color, one, n, 256) == pytest.approx(project_time(ring, one, n, 256))
+    assert project_time(color, one, n, 256) == pytest.approx(project_time(ring, one, n, 256))  # one adapter: no gain
     assert project_time(color, two, n, 256, colors=2) < project_time(ring, two, n, 256)
     rows = projection([ring], [one, Topology("torus2d")], [64, 256, 1024], n, 2)
     assert len(rows) == 6 and all(r["source"] == "projected" and r["ms"] > 0 for r in rows)

@@ -1,6 +1,7 @@
 """Run under mpiexec: distributed batch norm over groups of G ranks == torch BatchNorm2d on the group's batch.
 
-argv: G (an integer, or "world"). Checks the forward output, the running statistics, the input
+argv: G (an integer, or "world"), executor (mpi or torch; default mpi: MPI_Allreduce, torch: gloo on a
+cached sub-group). Checks the forward output, the running statistics, the input
 gradient and the group-summed affine gradients, in float32 and float64.
 """
 
@@ -12,17 +13,18 @@ import torch
 from mpi4py import MPI
 from torch import nn
 
-from scalerepro.comm.context import Context
+from scalerepro.comm.context import CommParams, Context
+from scalerepro.comm.registry import library_sum
 from scalerepro.train.batchnorm import GroupSum, bn_context, convert
-from scalerepro.train.buckets import mpi_reducer
 
 comm = MPI.COMM_WORLD
 p, r = comm.size, comm.rank
 G = p if sys.argv[1] == "world" else int(sys.argv[1])
+EXECUTOR = sys.argv[2] if len(sys.argv) > 2 else "mpi"
 B, C, H, W = 3, 5, 4, 3  # per-rank batch
 failures = []
-with Context(comm) as ctx, bn_context(ctx, G) as group_ctx:
-    group = GroupSum(mpi_reducer("native", group_ctx), group_ctx.size)
+with Context(comm, CommParams(executor=EXECUTOR)) as ctx, bn_context(ctx, G) as group_ctx:
+    group = GroupSum(lambda t: library_sum(t, group_ctx), group_ctx.size)
     first = (r // G) * G
     for dtype, tol in ((torch.float64, 1e-10), (torch.float32, 1e-5)):
         gen = torch.Generator().manual_seed(7)
@@ -61,5 +63,5 @@ with Context(comm) as ctx, bn_context(ctx, G) as group_ctx:
 every = comm.gather(failures, root=0)
 if r == 0:
     flat = [f for fs in every for f in fs]
-    print("\n".join(flat) if flat else f"OK {p} ranks, G={G}")
+    print("\n".join(flat) if flat else f"OK {p} ranks, G={G}, {EXECUTOR} executor")
     sys.exit(1 if flat else 0)

@@ -1,6 +1,6 @@
 """Run under mpiexec: N ranks x batch b == 1 rank x batch N*b (BN over the world), for each algorithm.
 
-argv: algorithms (comma-separated; "nccl" runs the torch.distributed path, gloo on the CPU),
+argv: algorithms (comma-separated; ``name@torch`` runs it on the torch executor, gloo on the CPU),
 optimizer (sgd or lars), overlap (0 or 1). Two steps, so momentum matters too.
 """
 
@@ -38,9 +38,11 @@ want = [t.detach().clone() for t in reference.model.parameters()]
 
 failures = []
 for algo in algos:
+    name, _, executor = algo.partition("@")
     with ExitStack() as stack:
-        ctx = stack.enter_context(Context(comm, CommParams(timeout_s=120, chunk_bytes=1024)))
-        trainer = build_trainer(cfg, algo, ctx, CLASSES, stack)
+        params = CommParams(timeout_s=120, chunk_bytes=1024, executor=executor or "auto")
+        ctx = stack.enter_context(Context(comm, params))
+        trainer = build_trainer(cfg, name, ctx, CLASSES, stack)
         for x, y in batches:
             trainer.step(x[r * B : (r + 1) * B], y[r * B : (r + 1) * B], lr=0.2)
         got = [t.detach() for t in trainer.model.parameters()]

@@ -15,10 +15,12 @@ CHECK = str(Path(__file__).with_name("bn_check.py"))
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("ranks, group", [(1, "world"), (2, "world"), (3, "world"), (4, "world"), (4, "2"), (4, "1"),
-                                          (6, "3")])
-def test_group_batch_norm_matches_batch_norm_on_the_group_batch(run_mpi, ranks, group):
-    assert "OK" in run_mpi(ranks, [CHECK, group]).stdout
+@pytest.mark.parametrize("ranks, group, executor", [
+    (1, "world", "mpi"), (2, "world", "mpi"), (3, "world", "mpi"), (4, "world", "mpi"), (4, "2", "mpi"), (4, "1", "mpi"),
+    (6, "3", "mpi"), (3, "world", "torch"), (4, "2", "torch"),
+])
+def test_group_batch_norm_matches_batch_norm_on_the_group_batch(run_mpi, ranks, group, executor):
+    assert "OK" in run_mpi(ranks, [CHECK, group, executor]).stdout
 
 
 class _Doubling:

@@ -78,11 +78,21 @@ def stage_seconds(path: Path) -> float | None:
 
 
 def bench_rows(record: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per benchmark point of a bench JSON record (ranks_per_core None where not recorded)."""
+    """One row per benchmark point of a bench JSON record (ranks_per_core None where not recorded).
+
+    Each row carries the comm parameters and the rank-to-node map it ran with, so the cost model
+    rebuilds the schedule the row measured.
+    """
     ranks, cores = record.get("ranks_per_node"), record.get("cores_per_node")
     extra = {"world_size": record["world_size"], "hosts": len(set(record["hosts"])),
-             "ranks_per_core": ranks / cores if ranks and cores else None}
+             "ranks_per_core": ranks / cores if ranks and cores else None,
+             "comm": record.get("params") or {}, "nodes": record.get("nodes") or []}
     return [row | extra for row in record["rows"]]
+
+
+def _cell(value: Any) -> Any:
+    """A CSV cell: nested values (a schedule, comm parameters, a node map) as JSON."""
+    return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list, tuple)) else value
 
 
 def collect(runs: list[Path], benches: list[Path], out: Path) -> dict[str, pd.DataFrame]:
@@ -93,7 +103,7 @@ def collect(runs: list[Path], benches: list[Path], out: Path) -> dict[str, pd.Da
             rows[name].extend(part)
     for path in benches:
         rows["bench"].extend(bench_rows(load_json(path)))
-    frames = {name: pd.DataFrame(r) for name, r in rows.items()}
+    frames = {name: pd.DataFrame([{k: _cell(v) for k, v in row.items()} for row in r]) for name, r in rows.items()}
     out.mkdir(parents=True, exist_ok=True)
     for name, frame in frames.items():
         write_text_atomic(out / f"{name}.csv", frame.to_csv(index=False))

@@ -1,4 +1,4 @@
-"""What every algorithm runs with: the communicator, its parameters, cached sub-communicators, a watchdog.
+"""What every all-reduce runs with: the communicator, its parameters, the rank layout, caches, a watchdog.
 
 The watchdog is one daemon thread per context. Each collective arms it
 with a deadline (``timeout_s``); if the deadline passes, the thread asks
@@ -23,7 +23,9 @@ import numpy as np
 from mpi4py import MPI
 
 from scalerepro.errors import UserError
-from scalerepro.mpi import node_comm
+from scalerepro.mpi import node_name
+
+EXECUTORS = ("auto", "mpi", "torch")
 
 QUERY, REPLY = 7001, 7002
 
@@ -34,17 +36,21 @@ class CommParams:
 
     timeout_s: float = 300.0
     colors: int = 2
-    chunk_bytes: int = 4 << 20
+    chunk_bytes: int = 0  # 0: the executor's own (mpi_executor.CHUNK_BYTES, torch_executor.CHUNK_BYTES)
     grid: tuple[int, ...] = ()
+    executor: str = "auto"
+    tuning: str = ""
 
     def __post_init__(self) -> None:
         """Check ranges; errors name the key."""
+        if self.executor not in EXECUTORS:
+            raise UserError(f"comm.executor={self.executor!r}: choose one of {', '.join(EXECUTORS)}")
         if self.timeout_s <= 0:
             raise UserError(f"comm.timeout_s={self.timeout_s}: must be > 0 seconds")
         if self.colors < 1:
             raise UserError(f"comm.colors={self.colors}: must be >= 1")
-        if self.chunk_bytes < 4:
-            raise UserError(f"comm.chunk_bytes={self.chunk_bytes}: must be >= 4")
+        if self.chunk_bytes and self.chunk_bytes < 4:
+            raise UserError(f"comm.chunk_bytes={self.chunk_bytes}: must be >= 4, or 0 for the executor's default")
         if any(d < 1 for d in self.grid):
             raise UserError(f"comm.grid={list(self.grid)}: every dimension must be >= 1")
 
@@ -145,15 +151,23 @@ class Watchdog:
 
 
 class Context:
-    """A communicator with its algorithm parameters, sub-communicator cache and watchdog."""
+    """A communicator with its algorithm parameters, rank layout, caches and watchdog.
 
-    def __init__(self, comm: MPI.Intracomm | None = None, params: CommParams | None = None) -> None:
+    A context made with ``parent`` (e.g. over a batch-norm group's
+    sub-communicator) shares the parent's torch.distributed session, since a
+    process has only one; the parent owns and closes it.
+    """
+
+    def __init__(self, comm: MPI.Intracomm | None = None, params: CommParams | None = None,
+                 parent: "Context | None" = None) -> None:
         """Wrap ``comm`` (default COMM_WORLD)."""
         self.comm = comm if comm is not None else MPI.COMM_WORLD
         self.params = params or CommParams()
+        self.parent = parent
         self._subs: dict[Any, MPI.Intracomm] = {}
         self._watchdog: Watchdog | None = None
-        self._extra: dict[str, Any] = {}
+        self._extra: dict[Any, Any] = {}
+        self._session: Any = None
         self.phase = ""  # what the caller is doing, e.g. "epoch 2, step 23": named if a collective times out
 
     @property
@@ -178,40 +192,75 @@ class Context:
             self._subs[key] = self.comm.Split(color, order)
         return self._subs[key]
 
-    def node(self) -> MPI.Intracomm:
-        """The ranks on this node (shared-memory split), cached."""
-        if "node" not in self._subs:
-            self._subs["node"] = node_comm(self.comm)
-        return self._subs["node"]
+    def nodes(self) -> tuple[int, ...]:
+        """The node of every rank (nodes numbered in order of their first rank), found once.
 
-    def scratch(self, dtype: Any, count: int) -> Any:
-        """A reusable scratch array of at least ``count`` elements of ``dtype`` (grown on demand)."""
-        key = ("scratch", np.dtype(dtype).str)
+        Under SLURM the node is SLURM's node name (two slurmd on one host are
+        two nodes); elsewhere the host's shared-memory domain.
+        """
+        if "nodes" not in self._extra:
+            names = self.comm.allgather(node_name(self.comm))
+            first: dict[str, int] = {}
+            self._extra["nodes"] = tuple(first.setdefault(n, len(first)) for n in names)
+        return self._extra["nodes"]  # type: ignore[no-any-return]
+
+    def scratch(self, dtype: Any, count: int, device: Any = None) -> Any:
+        """A reusable scratch buffer of at least ``count`` elements (grown on demand): a NumPy array of ``dtype``,
+        or with ``device`` a torch tensor of torch ``dtype`` there."""
+        key = ("scratch", str(dtype), str(device))
         buf = self._extra.get(key)
-        if buf is None or buf.size < count:
-            buf = self._extra[key] = np.empty(max(count, 1), dtype=dtype)
+        if buf is None or len(buf) < count:
+            if device is None:
+                buf = np.empty(max(count, 1), dtype=dtype)
+            else:
+                import torch
+
+                buf = torch.empty(max(count, 1), dtype=dtype, device=device)
+            self._extra[key] = buf
         return buf
 
     def cached(self, key: Any, make: Any) -> Any:
-        """A per-context object (e.g. a torch process group), made once."""
+        """A per-context object (a schedule, a compiled plan, a sub-communicator), made once."""
         if key not in self._extra:
             self._extra[key] = make()
         return self._extra[key]
 
-    def close(self) -> None:
-        """Free sub-communicators, torch process groups, cached requests and the watchdog."""
-        group = self._extra.pop("torch-group", None)
-        if group is not None:
-            import torch.distributed as dist
+    def torch_session(self) -> Any:
+        """The process's torch.distributed session (made on first use, by the root context, over its ranks)."""
+        if self.parent is not None:
+            return self.parent.torch_session()
+        if self._session is None:
+            from scalerepro.comm.torch_executor import Session
 
-            dist.destroy_process_group()
-        for value in self._extra.values():  # cached persistent requests and the like
+            self._session = Session(self.comm, self.params.timeout_s)
+        return self._session
+
+    def torch_ranks(self) -> tuple[int, ...]:
+        """The torch.distributed (root context) rank of each of this context's ranks."""
+        if self.parent is None:
+            return tuple(range(self.size))
+        if "torch-ranks" not in self._extra:
+            root = self.parent
+            while root.parent is not None:
+                root = root.parent
+            mapped = MPI.Group.Translate_ranks(self.comm.group, list(range(self.size)), root.comm.group)
+            self._extra["torch-ranks"] = tuple(int(r) for r in mapped)
+        return self._extra["torch-ranks"]  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        """Free sub-communicators, cached requests, the torch session this context owns, and the watchdog."""
+        for value in self._extra.values():  # cached persistent requests, sub-communicators
             if hasattr(value, "free"):
                 value.free()
+            elif isinstance(value, MPI.Intracomm) and value != MPI.COMM_NULL:
+                value.Free()
         self._extra.clear()
         for sub in self._subs.values():
             sub.Free()
         self._subs.clear()
+        if self._session is not None:
+            self._session.close()
+            self._session = None
         if self._watchdog is not None:
             self._watchdog.close()
             self._watchdog = None

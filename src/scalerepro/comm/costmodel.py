@@ -1,22 +1,29 @@
-"""Alpha-beta-gamma cost model: fit per algorithm from a sweep, project to the papers' scales.
+"""Alpha-beta-gamma cost of a schedule; fits per algorithm from a sweep; projections to the papers' scales.
 
-Each algorithm's time for n bytes on p ranks is t = A alpha + B beta + G gamma
-with (A, B, G) from the table in ../shared/design/ALGORITHMS.md. For the
-ring family B = 2G, so beta and gamma cannot be told apart from all-reduce
-timings alone: gamma is measured directly (the bench times the in-place add,
-``reduction_s_per_byte``), and alpha, beta >= 0 are fitted by least squares
-on relative error, so small and large messages weigh alike. ``native`` and
-``gloo`` are "library's choice": they are modelled as Rabenseifner and ring,
-the algorithms MPICH and gloo use for large messages.
+The cost of an all-reduce is read off the schedules its ranks run (the
+same ones the executors run), stage by stage, with the lanes of one stage
+index taken together:
 
-Projection (as modelled here): the measured node gives the intra-node alpha,
-beta and gamma; the topology description gives the links between nodes.
-On a fat tree with g ranks per node, a flat ring's slowest step crosses a
-node boundary, so its alpha and beta are the inter-node ones; multiring and
-hierarchical pay intra-node costs in dimension 1 and inter-node costs on the
-1/g shard; multicolor divides the inter-node bytes among min(colors, rails)
-network rails. On a 2-D torus every neighbour link has the torus link's
-alpha and beta.
+    t = sum over stages of  alpha(stage) + max over links of (bytes on it x beta) + gamma x max bytes a rank reduces
+
+where alpha(stage) is the latency of the slowest message class in the
+stage. A :class:`Network` says which links a message loads: on a node
+(shared memory or NVLink) the sender's own port; between nodes the
+sending and receiving nodes' network adapters (rank i of a node on rail
+i mod rails); on a 2-D torus every link of its dimension-order route. So
+two algorithms' projections differ exactly where their schedules do, and
+the model cannot drift from the code. A library collective (``native``,
+``gloo``, ``nccl``, hierarchical's inter-node phase) is modelled by the
+algorithm its library uses for large messages: Rabenseifner's for MPI
+(MPICH), the ring for gloo and NCCL.
+
+Fitting: on the measured machine every message is on one node, so t =
+A alpha + B beta + G gamma with A the stages, B the per-stage maximum bytes
+a rank sends, G the per-stage maximum it reduces, all from the schedules.
+For the ring family B = 2G, so beta and gamma cannot be told apart from
+all-reduce timings alone: gamma is measured directly (the bench times the
+in-place add, ``reduction_s_per_byte``), and alpha, beta >= 0 are fitted by
+least squares on relative error, so small and large messages weigh alike.
 
 Regimes: a node running more ranks than cores (the laptop's 4 ranks on 2
 cores) is a different machine: every step waits on the scheduler and the
@@ -29,53 +36,230 @@ projection uses the dedicated fit when there is one, as on a cluster.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+import gc
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from scalerepro.comm.shapes import squarest
+from scalerepro.comm import rabenseifner, ring
+from scalerepro.comm.algorithms import ALGORITHMS
+from scalerepro.comm.schedule import AllReduce, Recv, Schedule, Send, Spec, Stage
+from scalerepro.comm.shapes import GRID_DIMS, squarest
 from scalerepro.errors import UserError
 
 RESNET50_GRADIENT_BYTES = 25_557_032 * 4  # torchvision ResNet-50 parameters, float32
+UNPIPELINED = 1 << 62  # chunk_bytes for modelling: pipeline chunks only split a stage's bytes, so leave them out
+LIBRARY_MODEL = {"mpi": rabenseifner, "torch": ring}  # what a library collective is modelled as, per executor
 
 
-def _ring(n: float, p: int) -> tuple[float, float, float]:
-    """(A, B, G) of a ring all-reduce."""
-    return 2 * (p - 1), 2 * n * (p - 1) / p, n * (p - 1) / p
+@dataclass(frozen=True)
+class Layout:
+    """Where the ranks sit: ``ranks_per_node`` consecutive ranks per node (0: all on one), network rails per
+    node, or a 2-D ``torus`` (X, Y) with one rank per chip at (r mod X, r div X)."""
+
+    ranks_per_node: int = 0
+    rails: int = 1
+    torus: tuple[int, int] | None = None
 
 
-def _rabenseifner(n: float, p: int) -> tuple[float, float, float]:
-    """(A, B, G) of recursive halving/doubling (+ the fold for non-powers of two)."""
-    pof2 = 1 << (p.bit_length() - 1)
-    fold = p != pof2
-    return 2 * math.log2(pof2) + 2 * fold, 2 * n * (pof2 - 1) / pof2 + 2 * n * fold, n * (pof2 - 1) / pof2 + n * fold
+ONE_NODE = Layout()
 
 
-def _grid(n: float, dims: Iterable[int]) -> tuple[float, float, float]:
-    """(A, B, G) of a multi-dimensional ring over ``dims`` (DDL's formula)."""
-    a = b = g = 0.0
-    shard = n
-    for d in dims:
-        a += 2 * (d - 1)
-        b += 2 * shard * (d - 1) / d
-        g += shard * (d - 1) / d
-        shard /= d
-    return a, b, g
+@dataclass(frozen=True)
+class Network:
+    """What a message costs: latency (s) and time per byte (s/B) on a node and on the network, and gamma.
+
+    On a torus every hop is a network link (``inter_*``, latency per hop).
+    """
+
+    intra_alpha: float
+    intra_beta: float
+    gamma: float = 0.0
+    inter_alpha: float = 0.0
+    inter_beta: float = 0.0
 
 
-TERMS: dict[str, Callable[[float, int], tuple[float, float, float]]] = {
-    "native": _rabenseifner,
-    "gloo": _ring,
-    "ring": _ring,
-    "multicolor": _ring,
-    "rabenseifner": _rabenseifner,
-    "multiring": lambda n, p: _ring(n, p),  # one node measured: one dimension
-    "hierarchical": lambda n, p: _ring(n, p),
-    "torus2d": lambda n, p: _grid(n, squarest(p)),
-    "torus2d-3phase": lambda n, p: _grid(n, squarest(p)),
-}
+@dataclass(frozen=True)
+class Profile:
+    """Per stage: whether it carries a message, the most bytes on any node port, on any network link (adapter
+    rail, or torus link), the most hops a message takes (1 for any inter-node message), the most bytes a rank
+    reduces. Independent of the costs, so one profile serves every fit."""
+
+    busy: np.ndarray
+    intra: np.ndarray
+    inter: np.ndarray
+    hops: np.ndarray
+    reduced: np.ndarray
+
+    def cost(self, net: Network) -> "Cost":
+        """Seconds on ``net``: per stage its latency, its slowest link, its largest reduction."""
+        alpha = np.where(self.hops > 0, self.hops * net.inter_alpha, self.busy * net.intra_alpha)
+        beta = np.maximum(self.intra * net.intra_beta, self.inter * net.inter_beta)
+        return Cost(float(alpha.sum()), float(beta.sum()), float(self.reduced.sum() * net.gamma),
+                    int(self.busy.sum()))
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Seconds of one all-reduce, split into its latency, bandwidth and reduction parts, and its stages."""
+
+    alpha_s: float
+    beta_s: float
+    gamma_s: float
+    stages: int
+
+    @property
+    def seconds(self) -> float:
+        """The total."""
+        return self.alpha_s + self.beta_s + self.gamma_s
+
+
+def schedules(algo: str, spec: Spec, executor: str = "mpi") -> Iterator[Schedule]:
+    """Every rank's schedule of ``algo`` for ``spec`` (collectives expanded into their library's model)."""
+    entry = ALGORITHMS.get(algo)
+    if entry is None:
+        raise UserError(f"no cost model for {algo!r}; modelled: {', '.join(sorted(ALGORITHMS))}")
+    library = LIBRARY_MODEL[entry.executor or executor]
+    for r in range(spec.p):
+        yield _expand(entry.schedule(replace(spec, rank=r)), r, spec.itemsize, library)
+
+
+def _expand(schedule: Schedule, rank: int, itemsize: int, library: Any) -> Schedule:
+    """``schedule`` with each collective stage replaced by the stages of the library's algorithm on the group."""
+    if not any(isinstance(s, AllReduce) for s in schedule.steps()):
+        return schedule
+    lanes = []
+    for lane in schedule.lanes:
+        stages: list[Stage] = []
+        for stage in lane:
+            if len(stage) == 1 and isinstance(stage[0], AllReduce):
+                step = stage[0]
+                group = next(g for g in schedule.partition(step.group) if rank in g)
+                inner = library.schedule(Spec(len(group), group.index(rank), step.hi - step.lo, itemsize))
+                for inner_lane in inner.lanes:
+                    stages += [tuple(_moved(s, group, step.lo) for s in st) for st in inner_lane]
+            else:
+                stages.append(stage)
+        lanes.append(tuple(stages))
+    return Schedule(tuple(lanes), schedule.groups, schedule.info)
+
+
+def _moved(step: Any, group: tuple[int, ...], offset: int) -> Any:
+    """A step of a group-local schedule in the whole schedule's ranks and offsets."""
+    return type(step)(group[step.peer], step.lo + offset, step.hi + offset, step.reduce)
+
+
+def profile(ranks: Iterable[Schedule], p: int, itemsize: int, layout: Layout = ONE_NODE) -> Profile:
+    """The per-stage profile of the schedules of ranks 0..p-1 placed by ``layout`` (stage indices taken together)."""
+    with _no_cyclic_gc():  # millions of short tuples (4 M steps for a ring of 1,024): rescanning them doubles the time
+        return _profile(ranks, p, itemsize, layout)
+
+
+@contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector (these objects hold no cycles), restoring its state after."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _profile(ranks: Iterable[Schedule], p: int, itemsize: int, layout: Layout) -> Profile:
+    """:func:`profile` without the collector."""
+    sends: list[tuple[int, int, int, int]] = []  # (stage, src, dst, bytes)
+    reduces: list[tuple[int, int, int]] = []  # (stage, rank, bytes)
+    send_row, reduce_row = sends.append, reduces.append
+    depth = 0
+    for r, schedule in enumerate(ranks):
+        for lane in schedule.lanes:
+            depth = max(depth, len(lane))
+            for k, stage in enumerate(lane):
+                for step in stage:
+                    kind = type(step)
+                    if kind is Send:
+                        send_row((k, r, step[0], step[2] - step[1]))
+                    elif kind is Recv:
+                        if step[3]:
+                            reduce_row((k, r, step[2] - step[1]))
+                    else:
+                        raise ValueError("expand collectives before profiling (costmodel.schedules does)")
+    k, src, dst, nbytes = _columns(sends, 4)
+    nbytes *= itemsize
+    on_node = (src // (layout.ranks_per_node or p) == dst // (layout.ranks_per_node or p)) & (layout.torus is None)
+    intra = _max_per_stage(k[on_node], src[on_node], nbytes[on_node], depth)
+    if layout.torus is not None:
+        link_k, link, link_bytes, hops = _torus_routes(k, src, dst, nbytes, layout.torus)
+    else:
+        link_k, link, link_bytes, hops = _rail_routes(k[~on_node], src[~on_node], dst[~on_node], nbytes[~on_node],
+                                                      p, layout)
+    inter = _max_per_stage(link_k, link, link_bytes, depth)
+    most_hops = np.zeros(depth)
+    np.maximum.at(most_hops, k if layout.torus is not None else k[~on_node], hops)
+    rk, rr, rb = _columns(reduces, 3)
+    return Profile((intra > 0) | (inter > 0), intra, inter, most_hops, _max_per_stage(rk, rr, rb * itemsize, depth))
+
+
+def _columns(rows: list[Any], width: int) -> list[np.ndarray]:
+    """Rows of ``width`` integers as int64 columns."""
+    table = np.array(rows, dtype=np.int64).reshape(-1, width)
+    return [table[:, i] for i in range(width)]
+
+
+def _max_per_stage(stage: np.ndarray, key: np.ndarray, amount: np.ndarray, depth: int) -> np.ndarray:
+    """Per stage, the largest total ``amount`` over the keys (ranks, links) it is summed by."""
+    out = np.zeros(depth)
+    if stage.size:
+        width = int(key.max()) + 1
+        cells, where = np.unique(stage * width + key, return_inverse=True)
+        np.maximum.at(out, cells // width, np.bincount(where, weights=amount.astype(float)))
+    return out
+
+
+def _rail_routes(k: np.ndarray, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, p: int,
+                 layout: Layout) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Inter-node messages on the sender's outgoing and the receiver's incoming rail (local rank mod rails)."""
+    g, rails = layout.ranks_per_node or p, layout.rails
+    nodes = -(-p // g)
+    out_rail = (src // g) * rails + (src % g) % rails
+    in_rail = (nodes + dst // g) * rails + (dst % g) % rails
+    return np.concatenate([k, k]), np.concatenate([out_rail, in_rail]), np.concatenate([nbytes, nbytes]), \
+        np.ones(k.size)
+
+
+def _torus_routes(k: np.ndarray, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray,
+                  dims: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Dimension-order routes (X first, the shorter way round): every hop's directed link, and each message's hops."""
+    at = [src % dims[0], src // dims[0]]
+    to = [dst % dims[0], dst // dims[0]]
+    hops = np.zeros(k.size)
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    for d in (0, 1):
+        n = dims[d]
+        ahead = (to[d] - at[d]) % n
+        step = np.where(ahead <= n // 2, 1, -1)
+        left = np.where(step > 0, ahead, n - ahead)
+        hops += left
+        for h in range(int(left.max(initial=0))):
+            moving = left > h
+            here = at[0][moving] + dims[0] * at[1][moving]
+            parts.append((k[moving], 4 * here + 2 * d + (step[moving] < 0), nbytes[moving]))
+            at[d] = np.where(moving, (at[d] + step) % n, at[d])
+    if not parts:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty, hops
+    return (np.concatenate([x[0] for x in parts]), np.concatenate([x[1] for x in parts]),
+            np.concatenate([x[2] for x in parts]), hops)
+
+
+def terms(algo: str, spec: Spec, executor: str = "mpi") -> tuple[float, float, float]:
+    """(A, B, G): stages, per-stage maximum bytes a rank sends, per-stage maximum bytes it reduces, summed."""
+    prof = profile(schedules(algo, replace(spec, chunk_bytes=UNPIPELINED), executor), spec.p, spec.itemsize)
+    return float(prof.busy.sum()), float(prof.intra.sum()), float(prof.reduced.sum())
 
 
 REGIMES = ("dedicated", "unknown", "oversubscribed")  # the projection's order of preference
@@ -103,6 +287,10 @@ class Fit:
     max_rel_residual: float
     residuals: tuple[tuple[int, int, float, float], ...]  # (ranks, bytes, measured s, modelled s)
 
+    def seconds(self, abg: tuple[float, float, float]) -> float:
+        """Modelled seconds for (A, B, G) terms."""
+        return abg[0] * self.alpha_s + abg[1] * self.beta_s_per_byte + abg[2] * self.gamma_s_per_byte
+
 
 def _nnls2(m: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Least squares for two non-negative unknowns (tries every active set)."""
@@ -118,18 +306,32 @@ def _nnls2(m: np.ndarray, y: np.ndarray) -> np.ndarray:
     return best
 
 
+def row_spec(row: dict[str, Any]) -> Spec:
+    """The schedule spec of a bench row: ranks, elements, item size, and the comm parameters it ran with."""
+    itemsize = 8 if row.get("dtype") == "float64" else 4
+    comm = row.get("comm") or {}
+    return Spec(int(row["world_size"]), 0, int(row["bytes"]) // itemsize, itemsize, int(comm.get("colors", 2)),
+                UNPIPELINED, tuple(comm.get("grid") or ()), tuple(row.get("nodes") or ()))
+
+
+def row_terms(row: dict[str, Any]) -> tuple[float, float, float]:
+    """(A, B, G) of a bench row's algorithm at its size and rank count (``auto`` rows: the algorithm it chose)."""
+    algo = (row.get("schedule") or {}).get("algorithm", row["algorithm"])
+    return terms(algo, row_spec(row), row.get("executor") or "mpi")
+
+
 def fit(algorithm: str, rows: list[dict[str, Any]], gamma: float, where: str | None = None) -> Fit:
     """Fit alpha and beta of ``algorithm`` to its rows (world_size, bytes, time_us) in regime ``where`` (None: any)."""
-    if algorithm not in TERMS:
-        raise UserError(f"no cost model for {algorithm!r}; modelled: {', '.join(sorted(TERMS))}")
+    if algorithm not in ALGORITHMS:
+        raise UserError(f"no cost model for {algorithm!r}; modelled: {', '.join(sorted(ALGORITHMS))}")
     pts = _points(rows, algorithm, where)
     if len(pts) < 2:
         raise UserError(f"{algorithm}: need at least 2 benchmark points at >= 2 ranks to fit, got {len(pts)}")
-    terms = np.array([TERMS[algorithm](r["bytes"], r["world_size"]) for r in pts])
+    abg = np.array([row_terms(r) for r in pts])
     t = np.array([r["time_us"] * 1e-6 for r in pts])
-    y = (t - terms[:, 2] * gamma) / t  # relative: divide each row by its measured time
-    alpha, beta = _nnls2(terms[:, :2] / t[:, None], y)
-    model = terms @ np.array([alpha, beta, gamma])
+    y = (t - abg[:, 2] * gamma) / t  # relative: divide each row by its measured time
+    alpha, beta = _nnls2(abg[:, :2] / t[:, None], y)
+    model = abg @ np.array([alpha, beta, gamma])
     rel = np.abs(model - t) / t
     return Fit(
         algorithm, where or "any", float(alpha), float(beta), gamma, len(pts), float(np.median(rel)), float(np.max(rel)),
@@ -181,43 +383,53 @@ class Topology:
         if self.ranks_per_node < 1 or self.link_GBps <= 0 or self.latency_us < 0 or self.rails < 1:
             raise UserError("topology: ranks_per_node >= 1, link_GBps > 0, latency_us >= 0 and rails >= 1 are required")
 
-    @property
-    def alpha(self) -> float:
-        """Inter-node (or torus link) latency in seconds."""
-        return self.latency_us * 1e-6
+    def network(self, f: Fit) -> Network:
+        """This topology's costs, the node's own from fit ``f`` unless given."""
+        intra_alpha = f.alpha_s if self.intra_latency_us is None else self.intra_latency_us * 1e-6
+        intra_beta = f.beta_s_per_byte if self.intra_GBps is None else 1.0 / (self.intra_GBps * 1e9)
+        return Network(intra_alpha, intra_beta, f.gamma_s_per_byte, self.latency_us * 1e-6,
+                       1.0 / (self.link_GBps * 1e9))
 
-    @property
-    def beta(self) -> float:
-        """Inter-node (or torus link) seconds per byte."""
-        return 1.0 / (self.link_GBps * 1e9)
+    def layout(self, p: int) -> Layout:
+        """Where p ranks sit: nodes of ranks_per_node, or the squarest torus."""
+        if self.kind == "torus2d":
+            return Layout(torus=squarest(p))
+        return Layout(min(self.ranks_per_node, p), self.rails)
+
+    def spec(self, algo: str, p: int, count: int, colors: int) -> Spec:
+        """The schedule spec of ``algo`` on p ranks here: nodes of ranks_per_node, or the torus as the grid."""
+        if self.kind == "torus2d":
+            grid = squarest(p) if GRID_DIMS.get(algo, 0) in (None, 2) else ()
+            return Spec(p, 0, count, 4, colors, UNPIPELINED, grid)
+        g = min(self.ranks_per_node, p)
+        return Spec(p, 0, count, 4, colors, UNPIPELINED, (), tuple(r // g for r in range(p)))
+
+    def profile(self, algo: str, p: int, n: float, colors: int) -> Profile:
+        """The profile of one all-reduce of n bytes (float32) of ``algo`` on p ranks here."""
+        return profile(schedules(algo, self.spec(algo, p, int(n) // 4, colors)), p, 4, self.layout(p))
 
 
 def project_time(f: Fit, topo: Topology, n: float, p: int, colors: int = 2) -> float:
-    """Modelled seconds for one all-reduce of n bytes on p ranks of ``topo``."""
-    gamma = f.gamma_s_per_byte
-    if topo.kind == "torus2d":  # every step crosses one torus link
-        grid_algos = ("torus2d", "torus2d-3phase", "multiring")
-        a, b, g = _grid(n, squarest(p)) if f.algorithm in grid_algos else TERMS[f.algorithm](n, p)
-        return a * topo.alpha + b * topo.beta + g * gamma
-    gpn = min(topo.ranks_per_node, p)
-    nodes = max(1, p // gpn)
-    intra_alpha = f.alpha_s if topo.intra_latency_us is None else topo.intra_latency_us * 1e-6
-    intra_beta = f.beta_s_per_byte if topo.intra_GBps is None else 1.0 / (topo.intra_GBps * 1e9)
-    if f.algorithm in ("multiring", "hierarchical"):  # dimension 1 inside the node, then across nodes
-        a1, b1, g1 = _ring(n, gpn)
-        a2, b2, g2 = (_ring if f.algorithm == "multiring" else _rabenseifner)(n / gpn, nodes)
-        return a1 * intra_alpha + b1 * intra_beta + a2 * topo.alpha + b2 * topo.beta + (g1 + g2) * gamma
-    a, b, g = TERMS[f.algorithm](n, p)
-    alpha, beta = (topo.alpha, topo.beta) if nodes > 1 else (intra_alpha, intra_beta)
-    if f.algorithm == "multicolor" and nodes > 1:
-        beta /= min(colors, topo.rails)
-    return a * alpha + b * beta + g * gamma
+    """Modelled seconds for one all-reduce of n bytes (float32) on p ranks of ``topo``."""
+    return topo.profile(f.algorithm, p, n, colors).cost(topo.network(f)).seconds
+
+
+def modelled_as(algo: str) -> str:
+    """The algorithm whose schedule models ``algo`` (a library collective: its library's model; else itself)."""
+    entry = ALGORITHMS[algo]
+    return str(LIBRARY_MODEL[entry.executor].NAME) if entry.executor else algo
 
 
 def projection(fits: list[Fit], topos: list[Topology], ranks: Iterable[int], n: float, colors: int) -> list[dict[str, Any]]:
-    """Rows: algorithm x topology x ranks -> modelled ms per all-reduce of n bytes."""
-    return [
-        {"algorithm": f.algorithm, "fit_regime": f.regime, "topology": t.kind, "ranks": p, "bytes": n,
-         "ms": project_time(f, t, n, p, colors) * 1e3, "source": "projected"}
-        for f in fits for t in topos for p in ranks
-    ]
+    """Rows: algorithm x topology x ranks -> modelled ms per all-reduce of n bytes (each profile made once)."""
+    profiles: dict[tuple[str, Topology, int], Profile] = {}
+    rows = []
+    for f in fits:
+        for t in topos:
+            for p in ranks:
+                key = (modelled_as(f.algorithm), t, p)
+                if key not in profiles:
+                    profiles[key] = t.profile(key[0], p, n, colors)
+                rows.append({"algorithm": f.algorithm, "fit_regime": f.regime, "topology": t.kind, "ranks": p,
+                             "bytes": n, "ms": profiles[key].cost(t.network(f)).seconds * 1e3, "source": "projected"})
+    return rows

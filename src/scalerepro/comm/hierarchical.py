@@ -1,33 +1,40 @@
 """``hierarchical``: intra-node reduce-scatter, inter-node all-reduce on the shard, intra-node all-gather.
 
-As implemented here: the node is the MPI shared-memory split; the
-intra-node phases are the blocking ring of :mod:`scalerepro.comm.ring`;
-the inter-node phase is MPI_Allreduce among the ranks with the same local
-rank, on the 1/g shard. Cost 2(g-1)/g n b_intra + 2(m-1)/m (n/g) b_inter
-for g ranks per node and m nodes. Needs the same rank count on every node.
+As implemented here: the node comes from the rank layout (MPI's
+shared-memory split, or SLURM's node names); the intra-node phases are a
+ring over the node's ranks; the inter-node phase is the library's
+all-reduce (MPI_Allreduce, or NCCL/gloo under the torch executor) among the
+ranks with the same local rank, on the 1/g shard. Cost 2(g-1)/g n b_intra
++ the library's all-reduce of n/g bytes over m nodes, for g ranks per node.
+Needs the same rank count on every node. On one node it is the ring
+(``as: ring``).
 """
 
 from __future__ import annotations
 
-import numpy as np
-from mpi4py import MPI
+from scalerepro.comm import ring
+from scalerepro.comm.schedule import (
+    EMPTY, AllReduce, Schedule, Spec, Stage, check_uniform_nodes, chunk_bounds, reduced_to, ring_path,
+)
 
-from scalerepro.comm.context import Context
-from scalerepro.comm.grid import node_layout
-from scalerepro.comm.registry import register
-from scalerepro.comm.ring import all_gather, plan_for, reduce_scatter
+NAME = "hierarchical"
+ACROSS = "across"
 
 
-@register("hierarchical")
-def hierarchical_allreduce(buf: np.ndarray, ctx: Context) -> None:
-    """In-place two-level all-reduce."""
-    if ctx.size == 1:
-        return
-    ctx.cached("hierarchical-layout", lambda: node_layout(ctx))
-    node = ctx.node()
-    across = ctx.split("hierarchical-across", node.rank, ctx.rank)
-    plan = plan_for(ctx, node, "node", buf.size, buf.itemsize)
-    shard = reduce_scatter(buf, node, plan, ctx.scratch(buf.dtype, plan.width))
-    if across.size > 1:
-        across.Allreduce(MPI.IN_PLACE, shard, op=MPI.SUM)
-    all_gather(buf, node, plan)
+def schedule(spec: Spec) -> Schedule:
+    """Ring inside the node, the library across nodes on the owned shard, ring back."""
+    if spec.p == 1 or spec.count == 0:
+        return EMPTY
+    g, m = check_uniform_nodes(spec, NAME)
+    if m == 1:
+        return reduced_to(ring.schedule(spec), ring.NAME)
+    node = spec.rank // g
+    local = tuple(range(node * g, (node + 1) * g))
+    pos = spec.rank - node * g
+    path = ring_path(spec.rank, [local], 0, spec.count)
+    b = chunk_bounds(0, spec.count, g)
+    owned = (b[(pos + 1) % g], b[(pos + 1) % g + 1])
+    across: Stage = (AllReduce(ACROSS, *owned),) if owned[1] > owned[0] else ()
+    stages = path[: g - 1] + [across] + path[g - 1 :]
+    partition = tuple(tuple(range(i, spec.p, g)) for i in range(g))
+    return Schedule((tuple(stages),), ((ACROSS, partition),), info={"ranks_per_node": g, "nodes": m})

@@ -1,15 +1,13 @@
-"""``native``: the MPI library's own MPI_Allreduce (its algorithm choice), the reference peer."""
+"""``native``: the MPI library's own MPI_Allreduce (its algorithm choice), the reference peer on host memory."""
 
 from __future__ import annotations
 
-import numpy as np
-from mpi4py import MPI
+from scalerepro.comm.schedule import Schedule, Spec, world_collective
 
-from scalerepro.comm.context import Context
-from scalerepro.comm.registry import register
+NAME = "native"
+EXECUTOR = "mpi"  # it is MPI's collective: always the MPI executor (CUDA buffers go through host memory)
 
 
-@register("native")
-def native_allreduce(buf: np.ndarray, ctx: Context) -> None:
-    """In-place MPI_Allreduce with MPI_SUM."""
-    ctx.comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
+def schedule(spec: Spec) -> Schedule:
+    """One MPI_Allreduce over every rank."""
+    return world_collective(spec)

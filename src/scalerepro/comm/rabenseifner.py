@@ -11,13 +11,9 @@ copied, so every rank ends with the same bits.
 
 from __future__ import annotations
 
-import numpy as np
+from scalerepro.comm.schedule import EMPTY, Recv, Schedule, Send, Spec, Stage, chunk_bounds, exchange
 
-from scalerepro.comm.context import Context
-from scalerepro.comm.registry import register
-from scalerepro.comm.rings import chunk_bounds
-
-TAG = 9100
+NAME = "rabenseifner"
 
 
 def _active_rank(rank: int, extra: int) -> int | None:
@@ -32,48 +28,42 @@ def _real_rank(vrank: int, extra: int) -> int:
     return 2 * vrank + 1 if vrank < extra else vrank + extra
 
 
-@register("rabenseifner")
-def rabenseifner_allreduce(buf: np.ndarray, ctx: Context) -> None:
-    """In-place all-reduce by recursive halving and doubling."""
-    comm, p, rank = ctx.comm, ctx.size, ctx.rank
-    if p == 1:
-        return
+def schedule(spec: Spec) -> Schedule:
+    """Fold, halve, double, unfold: the stages of ``spec.rank``.
+
+    Every rank has the same stages (empty where it sits out), so stage k is
+    the same step of the algorithm everywhere.
+    """
+    p, rank, n = spec.p, spec.rank, spec.count
+    if p == 1 or n == 0:
+        return EMPTY
     pof2 = 1 << (p.bit_length() - 1)
     extra = p - pof2
-    tmp = np.empty_like(buf)
-    if rank < 2 * extra:  # fold the extra ranks in
-        if rank % 2 == 0:
-            comm.Send(buf, dest=rank + 1, tag=TAG)
-        else:
-            comm.Recv(tmp, source=rank - 1, tag=TAG)
-            np.add(buf, tmp, out=buf)
     vrank = _active_rank(rank, extra)
-    if vrank is not None:
-        _power_of_two(buf, tmp, ctx, vrank, pof2, extra)
-    if rank < 2 * extra:  # hand the result back
-        if rank % 2:
-            comm.Send(buf, dest=rank - 1, tag=TAG + 1)
-        else:
-            comm.Recv(buf, source=rank + 1, tag=TAG + 1)
+    steps = _power_of_two(n, vrank, pof2, extra) if vrank is not None else [()] * (2 * (pof2.bit_length() - 1))
+    if not extra:
+        return Schedule((tuple(steps),))
+    folded = rank < 2 * extra
+    fold: Stage = ((Send(rank + 1, 0, n, True),) if rank % 2 == 0 else (Recv(rank - 1, 0, n, True),)) if folded else ()
+    unfold: Stage = ((Send(rank - 1, 0, n),) if rank % 2 else (Recv(rank + 1, 0, n),)) if folded else ()
+    return Schedule(((fold, *steps, unfold),))
 
 
-def _power_of_two(buf: np.ndarray, tmp: np.ndarray, ctx: Context, vrank: int, pof2: int, extra: int) -> None:
+def _power_of_two(n: int, vrank: int, pof2: int, extra: int) -> list[Stage]:
     """Recursive halving then doubling among ``pof2`` participants."""
-    comm = ctx.comm
-    b = chunk_bounds(buf.size, pof2)
+    b = chunk_bounds(0, n, pof2)
     lo, hi = 0, pof2  # the block range [lo, hi) this rank is still responsible for
-    history = []
+    halving: list[Stage] = []
+    doubling: list[Stage] = []
     mask = pof2 >> 1
-    while mask:  # reduce-scatter by recursive halving
+    while mask:
         partner = _real_rank(vrank ^ mask, extra)
         mid = (lo + hi) // 2
         keep, give = ((lo, mid), (mid, hi)) if vrank & mask == 0 else ((mid, hi), (lo, mid))
-        k0, k1, g0, g1 = b[keep[0]], b[keep[1]], b[give[0]], b[give[1]]
-        comm.Sendrecv(buf[g0:g1], dest=partner, sendtag=TAG + 2, recvbuf=tmp[k0:k1], source=partner, recvtag=TAG + 2)
-        np.add(buf[k0:k1], tmp[k0:k1], out=buf[k0:k1])
-        history.append((partner, keep, give))
+        k, g = (b[keep[0]], b[keep[1]]), (b[give[0]], b[give[1]])
+        halving.append(exchange(Send(partner, *g, True), Recv(partner, *k, True)))
+        doubling.append(exchange(Send(partner, *k), Recv(partner, *g)))
         lo, hi = keep
         mask >>= 1
-    for partner, keep, give in reversed(history):  # all-gather by recursive doubling
-        k0, k1, g0, g1 = b[keep[0]], b[keep[1]], b[give[0]], b[give[1]]
-        comm.Sendrecv(buf[k0:k1], dest=partner, sendtag=TAG + 3, recvbuf=buf[g0:g1], source=partner, recvtag=TAG + 3)
+    return halving + doubling[::-1]
+

@@ -1,83 +1,59 @@
-"""One registry of all-reduce algorithms and the one ``allreduce`` call training uses.
+"""The one ``allreduce`` call that training, batch norm and the bench use: algorithm, executor, watchdog.
 
-An algorithm is a function ``fn(buf, ctx)`` that sums the 1-D contiguous
-NumPy array ``buf`` over the :class:`~scalerepro.comm.context.Context` in
-place, leaving the same bits on every rank. Torch CPU tensors are passed
-as zero-copy NumPy views. Every call runs under the context's watchdog, so
-a dead or absent rank ends the job with a message instead of a hang.
+The algorithms are the table in :mod:`scalerepro.comm.algorithms`;
+``auto`` picks one of them per message size (:mod:`scalerepro.comm.auto`).
+
+An executor runs the schedule: ``mpi`` on NumPy arrays and CPU tensors
+(zero-copy views), ``torch`` on tensors on their own device. ``comm.executor``
+chooses (``auto``: ``torch`` for CUDA tensors, ``mpi`` otherwise); the MPI
+executor given a CUDA tensor goes through one pinned host copy, as MPI
+libraries without GPU support do. Every call runs under the context's
+watchdog, so a dead or absent rank ends the job with a message instead of
+a hang.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from mpi4py import MPI
 
+from scalerepro.comm import auto, gloo, mpi_executor, native, nccl, torch_executor
+from scalerepro.comm.algorithms import AUTO, Algorithm, get, names
 from scalerepro.comm.context import CommParams, Context
+from scalerepro.comm.schedule import Schedule, Spec
 from scalerepro.errors import UserError
 
-Algorithm = Callable[[np.ndarray, Context], None]
-_ALGORITHMS: dict[str, Algorithm] = {}
+__all__ = ["allreduce", "as_array", "get", "library_sum", "names", "resolve"]
 
 
-def register(name: str) -> Callable[[Algorithm], Algorithm]:
-    """Decorator: make ``fn`` available as ``allreduce(..., algo=name)``."""
-
-    def wrap(fn: Algorithm) -> Algorithm:
-        if name in _ALGORITHMS:
-            raise RuntimeError(f"all-reduce algorithm {name!r} registered twice")
-        _ALGORITHMS[name] = fn
-        return fn
-
-    return wrap
+_NUMPY_DTYPES = ("float32", "float64", "int32", "int64")
 
 
-def names() -> list[str]:
-    """Registered algorithm names, sorted."""
-    _load_builtin()
-    return sorted(_ALGORITHMS)
+def _is_tensor(buf: Any) -> bool:
+    """Whether ``buf`` is a torch tensor (without importing torch)."""
+    return hasattr(buf, "detach") and hasattr(buf, "is_contiguous")
 
 
-def get(name: str) -> Algorithm:
-    """The algorithm called ``name``; the error lists the known ones."""
-    _load_builtin()
-    try:
-        return _ALGORITHMS[name]
-    except KeyError:
-        raise UserError(f"unknown all-reduce algorithm {name!r}; choose one of: {', '.join(sorted(_ALGORITHMS))}") from None
-
-
-def _load_builtin() -> None:
-    """Import the built-in algorithm modules once (each registers itself)."""
-    if "native" in _ALGORITHMS:
-        return
-    from scalerepro.comm import (  # noqa: F401
-        gloo,
-        hierarchical,
-        multicolor,
-        multiring,
-        native,
-        rabenseifner,
-        ring,
-        torus2d,
-        torus2d_3phase,
-    )
-
-
-_TORCH_DTYPES = ("torch.float32", "torch.float64", "torch.int32", "torch.int64")
+def device_of(buf: Any) -> str:
+    """``cpu`` or ``cuda`` (the device kind of a tensor; NumPy arrays are ``cpu``)."""
+    return str(buf.device.type) if _is_tensor(buf) else "cpu"
 
 
 def as_array(buf: Any) -> np.ndarray:
     """A writable 1-D NumPy view of ``buf`` (NumPy array or contiguous torch CPU tensor), no copy."""
     if isinstance(buf, np.ndarray):
         arr = buf
-    elif hasattr(buf, "detach") and hasattr(buf, "is_contiguous"):
+    elif _is_tensor(buf):
         if buf.device.type != "cpu" or not buf.is_contiguous():
-            raise UserError("allreduce needs a contiguous CPU tensor; call .contiguous().cpu() first")
-        if str(buf.dtype) not in _TORCH_DTYPES:
-            raise UserError(f"allreduce supports {', '.join(_TORCH_DTYPES)} tensors, not {buf.dtype} (NumPy, which the "
-                            f"algorithms reduce with, has no such type); all-reduce a float32 copy: t.float()")
+            raise UserError("the mpi executor needs a contiguous CPU tensor; call .contiguous().cpu() first")
+        name = str(buf.dtype).removeprefix("torch.")
+        if name not in _NUMPY_DTYPES:
+            raise UserError(f"the mpi executor sums {', '.join(_NUMPY_DTYPES)} tensors, not {buf.dtype} (NumPy, "
+                            f"which it reduces with, has no such type); set comm.executor=torch, or all-reduce a "
+                            f"float32 copy: t.float()")
         arr = buf.detach().numpy()
     else:
         raise UserError(f"allreduce takes a NumPy array or a torch tensor, not {type(buf).__name__}")
@@ -86,36 +62,158 @@ def as_array(buf: Any) -> np.ndarray:
     return arr.reshape(-1)
 
 
-def allreduce(
-    buf: Any,
-    algo: str = "native",
-    comm: Context | MPI.Intracomm | None = None,
-    out: Any = None,
-    params: CommParams | None = None,
-) -> Any:
+def as_tensor(buf: Any) -> Any:
+    """A 1-D torch view of ``buf`` (a tensor, or a NumPy array shared zero-copy)."""
+    import torch
+
+    t = buf if _is_tensor(buf) else torch.from_numpy(as_array(buf))
+    if not t.is_contiguous():
+        raise UserError("allreduce needs a contiguous tensor; call .contiguous() first")
+    return t.detach().view(-1)
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """What one all-reduce runs: the algorithm (``auto``'s choice), the executor, and its schedule."""
+
+    algorithm: str
+    executor: str
+    schedule: Schedule
+    host_staged: bool = False
+
+    def record(self) -> dict[str, Any]:
+        """The schedule actually used, for bench rows and run records."""
+        return {"algorithm": self.algorithm, "executor": self.executor, "host_staged": self.host_staged,
+                "lanes": len(self.schedule.lanes), **self.schedule.info}
+
+
+def executor_for(algo: Algorithm, device: str, params: CommParams) -> str:
+    """The executor that runs ``algo`` on a buffer on ``device``; a UserError naming the fix where none can."""
+    if algo.device is not None and algo.device != device:
+        other = {"cuda": "nccl", "cpu": "gloo"}.get(device, "ring")
+        raise UserError(f"{algo.name} sums {algo.device.upper()} buffers, but this one is on {device}; use {other} "
+                        "there (or put the buffer on the other device: train.device)")
+    if algo.executor is not None:
+        return algo.executor
+    if params.executor != "auto":
+        return params.executor
+    return torch_executor.NAME if device == "cuda" else mpi_executor.NAME
+
+
+def resolve(buf: Any, algo: str, ctx: Context) -> Resolved:
+    """The algorithm, executor and schedule for all-reducing ``buf`` with ``algo`` on ``ctx`` (cached per size)."""
+    device, size, itemsize = device_of(buf), _size(buf), _itemsize(buf)
+
+    def make() -> Resolved:
+        chosen = algo if algo != AUTO else auto.choose(ctx, size * itemsize, device)
+        entry = get(chosen)
+        assert entry is not None
+        executor = executor_for(entry, device, ctx.params)
+        chunk = ctx.params.chunk_bytes or (mpi_executor if executor == mpi_executor.NAME else torch_executor).CHUNK_BYTES
+        spec = Spec(ctx.size, ctx.rank, size, itemsize, ctx.params.colors, chunk, ctx.params.grid,
+                    ctx.nodes() if ctx.size > 1 else ())
+        return Resolved(chosen, executor, entry.schedule(spec), executor == mpi_executor.NAME and device != "cpu")
+
+    return ctx.cached(("resolved", algo, device, size, itemsize), make)  # type: ignore[no-any-return]
+
+
+def _size(buf: Any) -> int:
+    """Elements in ``buf``."""
+    return int(buf.numel()) if _is_tensor(buf) else int(buf.size)
+
+
+def _itemsize(buf: Any) -> int:
+    """Bytes per element of ``buf``."""
+    return int(buf.element_size()) if _is_tensor(buf) else int(buf.itemsize)
+
+
+def allreduce(buf: Any, algo: str = "native", comm: Context | MPI.Intracomm | None = None, out: Any = None,
+              params: CommParams | None = None) -> Any:
     """Sum ``buf`` over ``comm`` with algorithm ``algo``: in place, or into ``out`` (``buf`` untouched).
 
-    ``comm`` is a Context (reused: sub-communicators and the watchdog are made
-    once) or a plain communicator (default COMM_WORLD), wrapped for this call.
+    ``comm`` is a Context (reused: schedules, sub-communicators, process
+    groups and the watchdog are made once) or a plain communicator (default
+    COMM_WORLD), wrapped for this call. Returns the buffer holding the sum.
     """
-    fn = get(algo)
-    target = buf
-    if out is not None:
-        dst, src = as_array(out), as_array(buf)
-        if dst.shape != src.shape or dst.dtype != src.dtype:
-            raise UserError(f"allreduce out= must match the input: {dst.dtype}[{dst.size}] vs {src.dtype}[{src.size}]")
-        np.copyto(dst, src)
-        target = out
-    arr = as_array(target)
+    get(algo)
     ctx = comm if isinstance(comm, Context) else Context(comm, params)
-    dog = ctx.watchdog()
     try:
+        target = _into(buf, out)
+        found = resolve(target, algo, ctx)
+        dog = ctx.watchdog()
         if dog is not None:
             dog.arm(f"{algo} all-reduce")
-        fn(arr, ctx)
+        try:
+            _execute(found, target, ctx)
+        finally:
+            if dog is not None:
+                dog.disarm()  # also when it raised: a stale deadline must not abort a later, healthy job
     finally:
-        if dog is not None:
-            dog.disarm()  # also when fn raised: a stale deadline must not abort a later, healthy job
         if ctx is not comm:
             ctx.close()
     return target
+
+
+def _into(buf: Any, out: Any) -> Any:
+    """``out`` holding a copy of ``buf`` (checked alike), or ``buf`` itself when there is no ``out``."""
+    if out is None:
+        return buf
+    if _is_tensor(buf) != _is_tensor(out) or _size(buf) != _size(out) or buf.dtype != out.dtype:
+        raise UserError(f"allreduce out= must match the input: {out.dtype}[{_size(out)}] vs {buf.dtype}[{_size(buf)}]")
+    if _is_tensor(out):
+        out.copy_(buf)
+    else:
+        np.copyto(out, buf)
+    return out
+
+
+def _execute(found: Resolved, buf: Any, ctx: Context) -> None:
+    """Run the resolved schedule on ``buf`` in place."""
+    if not found.schedule.lanes:
+        return
+    if found.executor == torch_executor.NAME:
+        t = as_tensor(buf)
+        session = ctx.torch_session()
+        block = torch_executor.BLOCK_BYTES // t.element_size() if t.device.type == "cpu" else 0
+        plan = ctx.cached(("torch-plan", id(found)), lambda: torch_executor.compile_plan(  # found lives in ctx's cache
+            found.schedule, ctx.rank, ctx.torch_ranks(), block))
+        if t.device.type == "cuda":
+            _use_device(t)
+        torch_executor.run(plan, t, session, ctx.scratch(t.dtype, plan.scratch, t.device))
+    elif found.host_staged:
+        host = _pinned(ctx, buf)
+        host.copy_(buf.view(-1))
+        _execute_mpi(found, as_array(host), ctx)
+        buf.view(-1).copy_(host)
+    else:
+        _execute_mpi(found, as_array(buf), ctx)
+
+
+def _execute_mpi(found: Resolved, arr: np.ndarray, ctx: Context) -> None:
+    """The MPI executor on a NumPy view."""
+    plan = ctx.cached(("mpi-plan", id(found)), lambda: mpi_executor.compile_plan(found.schedule, arr.size,
+                                                                                   arr.itemsize))
+    mpi_executor.run(plan, arr, ctx, found.schedule)
+
+
+def _pinned(ctx: Context, t: Any) -> Any:
+    """A pinned host tensor shaped like ``t`` (reused per size and dtype): the mpi executor's staging buffer."""
+    import torch
+
+    return ctx.cached(("pinned", t.numel(), t.dtype),
+                      lambda: torch.empty(t.numel(), dtype=t.dtype, pin_memory=True))
+
+
+def _use_device(t: Any) -> None:
+    """Make ``t``'s GPU current (NCCL's point-to-point calls need it)."""
+    import torch
+
+    if torch.cuda.current_device() != t.device.index:
+        torch.cuda.set_device(t.device)
+
+
+def library_sum(buf: Any, ctx: Context) -> Any:
+    """Sum ``buf`` with the library's own all-reduce for its device and ``comm.executor`` (batch-norm statistics)."""
+    if device_of(buf) == "cuda":
+        return allreduce(buf, nccl.NAME, ctx)
+    return allreduce(buf, gloo.NAME if ctx.params.executor == torch_executor.NAME else native.NAME, ctx)

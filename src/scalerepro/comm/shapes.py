@@ -1,4 +1,8 @@
-"""Rank-grid shapes, pure arithmetic (no MPI): factorizations, the squarest 2-D shape, fit checks."""
+"""Rank-grid shapes, pure arithmetic (no MPI): factorizations, the squarest 2-D shape, lines, fit checks.
+
+Rank r has coordinates c_k = (r // (d_1 ... d_{k-1})) mod d_k, so dimension
+1 runs fastest (consecutive ranks, e.g. the GPUs of one host).
+"""
 
 from __future__ import annotations
 
@@ -28,6 +32,21 @@ def check_grid(grid: tuple[int, ...], p: int, algo: str) -> tuple[int, ...]:
         f"{algo}: grid {list(grid)} has {math.prod(grid)} ranks but the job has {p}; "
         f"set comm.grid to one of {fits[:12]}"
     )
+
+
+def line(rank: int, dims: tuple[int, ...], k: int) -> tuple[int, ...]:
+    """The ranks that share every coordinate of ``rank`` except dimension k, in order of that coordinate."""
+    stride = math.prod(dims[:k])
+    ck = (rank // stride) % dims[k]
+    return tuple(rank + (i - ck) * stride for i in range(dims[k]))
+
+
+def resolve_grid(grid: tuple[int, ...], p: int, algo: str, dims: int | None, default: tuple[int, ...]) -> tuple[int, ...]:
+    """``grid`` if set (checked against p and, if given, the dimension count), else ``default``."""
+    chosen = tuple(grid) or default
+    if dims is not None and len(chosen) != dims:
+        raise UserError(f"{algo}: comm.grid {list(chosen)} must have {dims} dimensions, e.g. {list(squarest(p))}")
+    return check_grid(chosen, p, algo)
 
 
 def squarest(p: int) -> tuple[int, int]:

@@ -1,35 +1,51 @@
-"""``torus2d``: Ying et al. 2018's 2-D torus all-reduce with both dimensions busy.
+"""``torus2d``: Ying et al. 2018's 2-D torus all-reduce, both dimensions busy in every stage.
 
 After Ying et al. 2018 (arXiv 1811.06992), as implemented here: the ranks
-form an X x Y grid (``comm.grid``, default the squarest). The buffer is cut
-in halves A and B. Stage 1: A reduce-scatters along Y while B does along X;
-stage 2: each half reduce-scatters its shard along the other dimension;
-then both all-gather back in reverse. B runs its rings in the opposite
-direction, so both dimensions and both directions carry data in every
-stage. About 2(X+Y-2) alpha + 2n(p-1)/p beta. Pipelined in chunks of
-``comm.chunk_bytes``; both halves progress concurrently (non-blocking).
+form an X x Y grid (``comm.grid``; default X = ranks per node and Y = nodes
+on several nodes, the squarest X x Y on one). The buffer is cut in halves
+A and B. Phase 1: A reduce-scatters around its Y ring while B
+reduce-scatters around its X ring; phase 2: each half reduce-scatters its
+shard around the other dimension; then both all-gather back in reverse.
+A runs its rings forward (coordinate order), B backward, so in every
+stage both dimensions carry data, each in one direction: X links carry B
+one way while Y links carry A the other, then they swap. About
+2(X+Y-2) alpha + 2n(p-1)/p beta. Each half is pipelined in chunks of
+``comm.chunk_bytes`` (one lane each). On a grid with a dimension of 1 the
+two halves go round one ring in opposite directions: that is multicolor
+with two colors, and it runs as such (``as: multicolor``, or ``ring``
+where that reduces further).
 """
 
 from __future__ import annotations
 
-import numpy as np
+from scalerepro.comm import multicolor
+from scalerepro.comm.schedule import EMPTY, Schedule, Spec, check_uniform_nodes, pieces, pipelined, reduced_to
+from scalerepro.comm.shapes import GRID_DIMS, line, resolve_grid, squarest
 
-from scalerepro.comm.context import Context
-from scalerepro.comm.grid import grid_for, rings
-from scalerepro.comm.shapes import GRID_DIMS, squarest
-from scalerepro.comm.registry import register
-from scalerepro.comm.rings import pipeline, slices
-
-TAG = 9400
+NAME = "torus2d"
 
 
-@register("torus2d")
-def torus2d_allreduce(buf: np.ndarray, ctx: Context) -> None:
-    """In-place two-halves 2-D torus all-reduce."""
-    if ctx.size == 1 or buf.size == 0:
-        return
-    dims = grid_for(ctx, "torus2d", GRID_DIMS["torus2d"], squarest(ctx.size))
-    half_a, half_b = slices(buf, 2)
-    path_a = rings(ctx, dims, [1, 0])  # A: along Y, then X
-    path_b = rings(ctx, dims, [0, 1], reverse=True)  # B: along X, then Y, the other way round
-    pipeline([(half_a, path_a), (half_b, path_b)], ctx.params.chunk_bytes, TAG)
+def default_grid(spec: Spec) -> tuple[int, int]:
+    """X = ranks per node, Y = nodes on several nodes; the squarest X x Y on one."""
+    if spec.grid or len(spec.node_ranks()) == 1:
+        return squarest(spec.p)
+    g, m = check_uniform_nodes(spec, NAME)
+    return g, m
+
+
+def grid_of(spec: Spec, name: str) -> tuple[int, ...]:
+    """The X x Y grid of a 2-D torus algorithm for ``spec``."""
+    return resolve_grid(spec.grid, spec.p, name, GRID_DIMS[name], default_grid(spec))
+
+
+def schedule(spec: Spec) -> Schedule:
+    """Halves A (Y then X, forward) and B (X then Y, backward), pipelined."""
+    if spec.p == 1 or spec.count == 0:
+        return EMPTY
+    dims = grid_of(spec, NAME)
+    if min(dims) == 1:
+        return reduced_to(multicolor.two_directions(spec), multicolor.NAME)
+    x_ring, y_ring = line(spec.rank, dims, 0), line(spec.rank, dims, 1)
+    half_a, half_b = pieces(0, spec.count, 2)
+    parts = [(half_a, [y_ring, x_ring]), (half_b, [x_ring[::-1], y_ring[::-1]])]
+    return Schedule(pipelined(spec.rank, parts, spec.itemsize, spec.chunk_bytes), info={"grid": list(dims)})

@@ -32,7 +32,7 @@ class GroupReduce(Protocol):
 
 @dataclass(frozen=True)
 class GroupSum:
-    """GroupReduce from a bucket Reducer (the watchdogged ``native`` all-reduce, or torch.distributed) of ``size`` ranks."""
+    """GroupReduce of ``size`` ranks from a sum function (the library's all-reduce on the group's Context)."""
 
     reduce: Callable[[torch.Tensor], None]
     size: int
@@ -44,9 +44,12 @@ class GroupSum:
 
 
 def bn_context(ctx: Context, group: int) -> Context:
-    """A Context over this rank's batch-norm group: ranks [g*G, (g+1)*G) for g = rank // G."""
+    """A Context over this rank's batch-norm group: ranks [g*G, (g+1)*G) for g = rank // G.
+
+    It shares ``ctx``'s torch.distributed session, so on a GPU its sums are NCCL's on a cached sub-group.
+    """
     sub = ctx.split(("bn-group", group), ctx.rank // group, ctx.rank)
-    return Context(sub, ctx.params)
+    return Context(sub, ctx.params, parent=ctx)
 
 
 def _channel_dims(x: torch.Tensor) -> tuple[tuple[int, ...], tuple[int, ...]]:

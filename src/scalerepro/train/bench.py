@@ -25,7 +25,6 @@ from mpi4py import MPI
 from torch import nn
 
 from scalerepro.comm.context import Context
-from scalerepro.comm.gloo import process_group
 from scalerepro.config import Config
 from scalerepro.train.model import build
 from scalerepro.train.optim import build_optimizer
@@ -61,8 +60,8 @@ def ddp_stepper(cfg: Config, ctx: Context, classes: int,
     model = build(t.model, classes, t.width)
     broadcast_state(model, ctx.comm)
     model = model.to(device)
-    group = process_group(ctx, "nccl" if device.type == "cuda" else "gloo")
-    ddp = DDP(model, process_group=group, bucket_cap_mb=t.bucket_mib, broadcast_buffers=False)
+    ctx.torch_session()  # the default process group, over ctx's ranks (gloo; nccl for CUDA tensors)
+    ddp = DDP(model, bucket_cap_mb=t.bucket_mib, broadcast_buffers=False)
     opt = build_optimizer(model, t)
     loss_fn = nn.CrossEntropyLoss(label_smoothing=t.label_smoothing)
     bf16 = device.type == "cuda" and t.bf16

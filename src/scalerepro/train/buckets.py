@@ -1,5 +1,9 @@
 """Gradient fusion buckets: gradients packed in reverse parameter order, summed per bucket, averaged.
 
+A bucket is summed where it lives: a CUDA bucket by the ``torch`` executor
+(NCCL point-to-point and collectives on the GPU, no host copy), a CPU bucket
+by the executor ``comm.executor`` names (``mpi`` by default).
+
 Without overlap every bucket is packed, summed and unpacked after
 backward. With overlap each parameter's post-accumulate-grad hook counts
 down its bucket; a bucket whose gradients are all in is packed at once
@@ -18,37 +22,17 @@ from mpi4py import MPI
 from torch import nn
 
 from scalerepro.comm.context import Context
-from scalerepro.comm.registry import allreduce
+from scalerepro.comm import allreduce
 from scalerepro.errors import UserError
 
 Reducer = Callable[[torch.Tensor], None]
 
 
-def mpi_reducer(algorithm: str, ctx: Context) -> Reducer:
-    """Sum a bucket with the project's ``algorithm``; a CUDA bucket goes through one pinned host copy."""
-    hosts: dict[tuple[int, torch.dtype], torch.Tensor] = {}
+def reducer(algorithm: str, ctx: Context) -> Reducer:
+    """Sum a bucket in place with ``algorithm`` (its executor runs on the bucket's own device; see comm.registry)."""
 
     def reduce(t: torch.Tensor) -> None:
-        if t.device.type == "cpu":
-            allreduce(t, algorithm, ctx)
-            return
-        key = (t.numel(), t.dtype)
-        if key not in hosts:
-            hosts[key] = torch.empty(t.numel(), dtype=t.dtype, pin_memory=True)
-        host = hosts[key]
-        host.copy_(t)
-        allreduce(host, algorithm, ctx)
-        t.copy_(host, non_blocking=True)
-
-    return reduce
-
-
-def torch_reducer(group: object) -> Reducer:
-    """Sum a bucket with torch.distributed (the ``nccl`` path on GPUs; gloo on CPU)."""
-    import torch.distributed as dist
-
-    def reduce(t: torch.Tensor) -> None:
-        dist.all_reduce(t, op=dist.ReduceOp.SUM, group=group)
+        allreduce(t, algorithm, ctx)
 
     return reduce
 

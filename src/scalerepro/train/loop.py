@@ -21,7 +21,7 @@ import torch
 from mpi4py import MPI
 
 from scalerepro.comm.context import Context
-from scalerepro.comm.registry import allreduce
+from scalerepro.comm import allreduce
 from scalerepro.config import Config, TrainConfig
 from scalerepro.data.augment import EvalPipeline, TrainPipeline
 from scalerepro.data.loader import ShardDataset, batches, epoch_indices, eval_indices, samples_per_rank
@@ -33,7 +33,7 @@ from scalerepro.train import checkpoint
 from scalerepro.train.checkpoint import Preempted, Progress, StopSignals
 from scalerepro.train.events import EventLog
 from scalerepro.train.optim import learning_rate, peak_lr
-from scalerepro.train.trainer import Trainer, build_trainer, check_algorithm
+from scalerepro.train.trainer import Trainer, allreduce_plan, build_trainer, check_algorithm
 
 
 @dataclass(frozen=True)
@@ -124,6 +124,7 @@ class Session:
             raise UserError(f"{self.train_data.total} training samples cannot feed {comm.size} ranks; use fewer ranks")
         self.steps_per_epoch = math.ceil(per_rank / cfg.batch_per_rank)
         self.trainer: Trainer = build_trainer(cfg, spec.algorithm, ctx, len(self.train_data.manifest["classes"]), stack)
+        self.plan = allreduce_plan(self.trainer, spec.algorithm, ctx)
         self.meta = resume_key(spec, comm.size, self.train_data.manifest["source"]["sha256"])
         self.progress = checkpoint.load(self.ckpt_path, self.trainer.model, self.trainer.opt, self.meta, comm)
         self.resumed = self.progress is not None
@@ -150,6 +151,7 @@ class Session:
                                ("eval_samples", self.val_data.total), ("opt_base_learning_rate", peak_lr(cfg, world)),
                                ("opt_name", cfg.optimizer), ("bn_group_size", cfg.bn_group_size(world))):
                 self.log.emit(key, value)
+        self.log.emit("allreduce_plan", None, buckets=self.plan)
         for epoch in range(self.progress.epoch, cfg.epochs):
             self.epoch(epoch)
         status = "success" if self.progress.reached is not None else "aborted"
@@ -222,6 +224,7 @@ class Session:
             "world_size": comm.size,
             "hosts": hosts(comm),
             "device": str(self.trainer.device),
+            "allreduce": self.plan,
             "config": spec.config.to_dict(),
             "versions": versions(),
             "argv": argv(),

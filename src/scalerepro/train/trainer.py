@@ -5,18 +5,20 @@ from __future__ import annotations
 import time
 from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from mpi4py import MPI
 from torch import nn
 
+from scalerepro.comm.algorithms import get
 from scalerepro.comm.context import Context
-from scalerepro.comm.registry import get
+from scalerepro.comm.registry import library_sum, resolve
 from scalerepro.config import TrainConfig
 from scalerepro.errors import UserError
 from scalerepro.mpi import node_comm
 from scalerepro.train import batchnorm
-from scalerepro.train.buckets import Buckets, Reducer, mpi_reducer, torch_reducer
+from scalerepro.train.buckets import Buckets, Reducer, reducer
 from scalerepro.train.model import build
 from scalerepro.train.optim import build_optimizer, set_lr
 
@@ -100,38 +102,39 @@ def build_trainer(cfg: TrainConfig, algorithm: str, ctx: Context, classes: int, 
     torch.manual_seed(cfg.seed)
     model = build(cfg.model, classes, cfg.width)
     broadcast_state(model, comm)
-    if algorithm == "nccl":
-        reduce, bn = _torch_sync(ctx, device, group)
-    else:
-        reduce = mpi_reducer(algorithm, ctx)
-        bn = None
-        if group > 1:
-            bn = batchnorm.GroupSum(mpi_reducer("native", stack.enter_context(batchnorm.bn_context(ctx, group))), group)
-    if bn is not None:
-        batchnorm.convert(model, bn)
-    trainer = Trainer(model, cfg, reduce, ctx.size, device)
+    check_device(algorithm, device.type)
+    if ctx.size > 1 and uses_torch(algorithm, device.type, ctx):
+        ctx.torch_session()  # collective: every rank sets torch.distributed up here, before any thread could
+    if group > 1:
+        bn_ctx = stack.enter_context(batchnorm.bn_context(ctx, group))
+        batchnorm.convert(model, batchnorm.GroupSum(lambda t: library_sum(t, bn_ctx), group))
+    trainer = Trainer(model, cfg, reducer(algorithm, ctx), ctx.size, device)
     stack.callback(trainer.close)
     return trainer
 
 
+def allreduce_plan(trainer: Trainer, algorithm: str, ctx: Context) -> list[dict[str, Any]]:
+    """Per gradient bucket: its bytes and the schedule that sums it (``auto``'s choice, executor, colors, grid...)."""
+    return [{"bucket": i, "bytes": buf.numel() * buf.element_size(), **resolve(buf, algorithm, ctx).record()}
+            for i, buf in enumerate(trainer.buckets.buffers)]
+
+
 def check_algorithm(name: str) -> None:
-    """Fail before any work on an unknown gradient all-reduce (the registry's, or nccl)."""
-    if name != "nccl":
-        get(name)
+    """Fail before any work on an unknown gradient all-reduce."""
+    get(name)
 
 
-def _torch_sync(ctx: Context, device: torch.device, group: int) -> tuple[Reducer, batchnorm.GroupSum | None]:
-    """Gradient and batch-norm sums over torch.distributed: nccl for CUDA tensors, gloo on the CPU."""
-    import torch.distributed as dist
+def check_device(name: str, device: str) -> None:
+    """Fail before any work where ``name`` cannot sum buffers on ``device`` (nccl on the CPU, gloo on a GPU)."""
+    entry = get(name)
+    if entry is not None and entry.device is not None and entry.device != device:
+        other = {"cuda": "nccl", "cpu": "gloo"}[device]
+        raise UserError(f"--algo {name} sums {entry.device.upper()} tensors but train.device resolves to {device}; "
+                        f"use --algo {other} (the library's own all-reduce there) or set train.device={entry.device}")
 
-    from scalerepro.comm.gloo import process_group
 
-    world = process_group(ctx, "nccl" if device.type == "cuda" else "gloo")
-    if group == 1:
-        return torch_reducer(world), None
-    mine = None
-    for first in range(0, ctx.size, group):  # every rank creates every subgroup, in the same order
-        sub = dist.new_group(list(range(first, first + group)))
-        if first <= ctx.rank < first + group:
-            mine = sub
-    return torch_reducer(world), batchnorm.GroupSum(torch_reducer(mine), group)
+def uses_torch(name: str, device: str, ctx: Context) -> bool:
+    """Whether gradient or batch-norm sums on ``device`` go through torch.distributed."""
+    entry = get(name)
+    return (device == "cuda" or ctx.params.executor == "torch"
+            or (entry is not None and entry.executor == "torch"))

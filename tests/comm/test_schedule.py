@@ -1,0 +1,92 @@
+"""Every algorithm's schedule, run for every rank in one process: sums, same bits, no deadlock, at any layout."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scalerepro.comm.algorithms import ALGORITHMS
+from scalerepro.comm.schedule import Deadlock, Recv, Schedule, Send, Spec, check_aligned, every_rank, simulate
+from scalerepro.errors import UserError
+
+POINT_TO_POINT = ["ring", "rabenseifner", "multicolor", "multiring", "torus2d", "torus2d-3phase"]
+WITH_COLLECTIVES = ["hierarchical", "native", "gloo", "nccl"]
+LAYOUTS = {1: [()], 2: [(), (0, 1)], 3: [()], 4: [(), (0, 0, 1, 1)], 5: [()], 6: [(), (0, 0, 0, 1, 1, 1), (0, 0, 1, 1, 2, 2)],
+           7: [()], 8: [(), (0, 0, 0, 0, 1, 1, 1, 1), (0, 0, 1, 1, 2, 2, 3, 3)]}
+CASES = [(algo, p, nodes) for algo in POINT_TO_POINT + WITH_COLLECTIVES for p, layouts in LAYOUTS.items()
+         for nodes in layouts]
+
+
+def _run(algo: str, spec: Spec, lockstep: bool = False) -> tuple[list[np.ndarray], list[np.ndarray], list[Schedule]]:
+    """(results, inputs, schedules) of ``algo`` on random float32 data, every rank simulated."""
+    schedules = every_rank(ALGORITHMS[algo].schedule, spec)
+    rng = np.random.default_rng([spec.p, spec.count])
+    inputs = [rng.standard_normal(spec.count).astype(np.float32) for _ in range(spec.p)]
+    buffers = [x.copy() for x in inputs]
+    simulate(schedules, buffers, lockstep)
+    return buffers, inputs, schedules
+
+
+@pytest.mark.parametrize("algo, p, nodes", CASES)
+@pytest.mark.parametrize("count", [0, 1, 7, 1000, 300_007])
+def test_schedule_sums_to_the_same_bits_everywhere(algo, p, nodes, count):
+    spec = Spec(p, 0, count, colors=4, chunk_bytes=64 * 1024, nodes=nodes)
+    try:
+        got, inputs, schedules = _run(algo, spec)
+    except UserError as exc:  # a grid the ranks cannot form: it must say what would fit
+        assert "comm.grid" in str(exc) or "ranks are not placed" in str(exc)
+        return
+    want = np.sum(np.stack([x.astype(np.float64) for x in inputs]), axis=0) if count else np.zeros(0)
+    bound = max(p - 1, 1) * np.finfo(np.float32).eps * np.sum(np.abs(np.stack(inputs)), axis=0) if count else 0
+    for r, buf in enumerate(got):
+        assert np.all(np.abs(buf - want) <= bound), f"rank {r}"
+        assert buf.tobytes() == got[0].tobytes(), f"rank {r} differs from rank 0"
+    if algo in POINT_TO_POINT:
+        check_aligned(schedules)
+
+
+@pytest.mark.parametrize("algo", POINT_TO_POINT + ["hierarchical"])
+def test_lanes_in_lockstep_finish_too(algo):
+    """The torch executor serves lanes round by round; no schedule may need one lane to run ahead."""
+    spec = Spec(6, 0, 100_003, colors=3, chunk_bytes=32 * 1024, nodes=(0, 0, 0, 1, 1, 1))
+    got, inputs, _ = _run(algo, spec, lockstep=True)
+    assert np.allclose(got[0], np.sum(np.stack(inputs), axis=0), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("algo, p, nodes, recorded", [
+    ("multicolor", 2, (), "ring"),
+    ("torus2d", 7, (), "multicolor"),
+    ("torus2d-3phase", 5, (), "ring"),
+    ("multiring", 5, (), "ring"),
+    ("hierarchical", 4, (), "ring"),
+])
+def test_an_algorithm_that_reduces_to_another_says_so(algo, p, nodes, recorded):
+    schedule = ALGORITHMS[algo].schedule(Spec(p, 0, 1 << 20, nodes=nodes))
+    assert schedule.info["as"] == recorded
+
+
+def test_schedules_record_their_shape():
+    spec = Spec(8, 3, 1 << 20, colors=2, nodes=(0, 0, 0, 0, 1, 1, 1, 1))
+    assert ALGORITHMS["torus2d"].schedule(spec).info["grid"] == [4, 2]  # X = ranks per node
+    info = ALGORITHMS["multicolor"].schedule(spec).info
+    assert info["colors"] == 2 and info["orders"][1] == list(reversed(info["orders"][0]))
+    assert ALGORITHMS["multiring"].schedule(spec).info["grid"] == [4, 2]
+
+
+def test_ring_has_two_p_minus_one_dependent_steps():
+    schedule = ALGORITHMS["ring"].schedule(Spec(5, 2, 1000))
+    assert len(schedule.lanes) == 1 and len(schedule.lanes[0]) == 2 * (5 - 1)
+
+
+def test_simulate_names_a_deadlock_instead_of_hanging():
+    waits = Schedule((((Recv(1, 0, 4),),),))
+    also_waits = Schedule((((Recv(0, 0, 4),),),))
+    with pytest.raises(Deadlock, match="ranks \\[0, 1\\] wait"):
+        simulate([waits, also_waits], [np.zeros(4), np.zeros(4)])
+
+
+def test_simulate_refuses_messages_whose_ends_disagree():
+    sends = Schedule((((Send(1, 0, 4, True),),),))
+    receives = Schedule((((Recv(0, 0, 3, True),),),))
+    with pytest.raises(ValueError, match="sends"):
+        simulate([sends, receives], [np.zeros(4), np.zeros(4)])

@@ -357,6 +357,36 @@ def cmd_cost_model(args: argparse.Namespace) -> None:
     })
 
 
+def cmd_simulate(args: argparse.Namespace) -> None:
+    """Simulate the algorithms' schedules on a 2-D torus in SimGrid; write simulation.csv and simulation.json."""
+    import pandas as pd
+
+    from scalerepro.comm.algorithms import get
+    from scalerepro.comm.shapes import squarest
+    from scalerepro.io import write_json_atomic, write_text_atomic
+    from scalerepro.sim import simulate
+    from scalerepro.sim.engine import Point, load_simgrid
+
+    load_simgrid()  # absent: one line naming the install command, before any work
+    algos = [a for a in args.algos.split(",") if a]
+    for algo in algos:
+        if get(algo) is None:
+            raise UserError("simulate --algos auto: auto picks per size on a measured machine; name the algorithms")
+    points = [Point(algo, p, n, tuple(squarest(p)), args.link_gbps, args.latency_us, args.gamma, args.colors)
+              for p in _int_list(args.ranks, "--ranks") for n in _int_list(args.bytes, "--bytes") for algo in algos]
+    rows = simulate(points, _progress("simulate"))
+    out = Path(args.out)
+    write_text_atomic(out / "simulation.csv", pd.DataFrame(rows).to_csv(index=False))
+    write_json_atomic(out / "simulation.json", {"argv": sys.argv, "network": "2-D torus (squarest grid), CM02",
+                                                 "link_GBps": args.link_gbps, "latency_us": args.latency_us,
+                                                 "gamma_s_per_byte": args.gamma, "colors": args.colors, "rows": rows})
+    print(f"{'algorithm':>15} {'ranks':>6} {'bytes':>11} {'simulated ms':>13} {'busbw GB/s':>11} {'wall s':>7}",
+          file=sys.stderr)
+    for r in rows:
+        print(f"{r['algorithm']:>15} {r['ranks']:>6} {r['bytes']:>11} {r['simulated_s'] * 1e3:>13.3f} "
+              f"{r['busbw_GBps']:>11.2f} {r['wall_s']:>7.1f}", file=sys.stderr)
+
+
 def cmd_collect(args: argparse.Namespace) -> None:
     """Logs -> tidy CSV tables."""
     from scalerepro.analysis.collect import collect
@@ -512,6 +542,21 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--torus-link-gbps", type=float, default=70.0, help="2-D torus: GB/s per link (default 70)")
     s.add_argument("--torus-latency-us", type=float, default=1.0, help="2-D torus: latency per hop in us (default 1)")
     s.set_defaults(fn=cmd_cost_model)
+
+    s = sub.add_parser("simulate", help="the algorithms' schedules in SimGrid on a 2-D torus, at any rank count",
+                       description="Runs every rank's schedule (the same one the executors run) as SimGrid actors on "
+                                   "a 2-D torus of the squarest shape for each rank count, one process per point. "
+                                   "Needs SimGrid's Python module: " + "sudo apt-get install python3-simgrid.")
+    s.add_argument("--algos", default="ring,torus2d", help="comma-separated algorithms (default ring,torus2d)")
+    s.add_argument("--ranks", default="16,64", help="comma-separated rank counts (default 16,64)")
+    s.add_argument("--bytes", default=str(RESNET50_GRADIENT_BYTES),
+                   help="comma-separated bytes per all-reduce, float32 (default: ResNet-50's gradients, 102 MB)")
+    s.add_argument("--link-gbps", type=float, default=70.0, help="GB/s per torus link and direction (default 70)")
+    s.add_argument("--latency-us", type=float, default=1.0, help="latency per hop in us (default 1)")
+    s.add_argument("--gamma", type=float, default=0.0, help="seconds per byte reduced (default 0)")
+    s.add_argument("--colors", type=int, default=2, help="multicolor colors (default 2)")
+    s.add_argument("--out", required=True, metavar="DIR", help="folder for simulation.csv and simulation.json")
+    s.set_defaults(fn=cmd_simulate)
 
     s = sub.add_parser("collect", help="logs -> tidy tables (runs, evals, steps, bench)")
     s.add_argument("--runs", nargs="*", default=[], metavar="GLOB", help="run.json files (globs allowed)")

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import math
-import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -135,8 +134,6 @@ def interpolate(curve: tuple[tuple[int, float], ...], nbytes: int) -> float:
         return curve[-1][1] * nbytes / sizes[-1]
     i = next(k for k, b in enumerate(sizes) if b >= nbytes)
     (b0, t0), (b1, t1) = curve[i - 1], curve[i]
-    if b1 == b0:
-        return statistics.fmean([t0, t1])
     w = (math.log(nbytes) - math.log(b0)) / (math.log(b1) - math.log(b0))
     return math.exp(math.log(t0) + w * (math.log(t1) - math.log(t0)))
 

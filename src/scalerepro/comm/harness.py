@@ -171,11 +171,6 @@ def measure_size(ctx: Context, algos: Iterable[str], nbytes: int, spec: SweepSpe
     return [_row(ctx, t, count, spec) for t in timings]
 
 
-def measure(ctx: Context, algo: str, nbytes: int, spec: SweepSpec) -> dict[str, Any]:
-    """One row: time statistics, bandwidths, the number of wrong elements, and the schedule that ran."""
-    return measure_size(ctx, [algo], nbytes, spec)[0]
-
-
 def _row(ctx: Context, t: _Timing, count: int, spec: SweepSpec) -> dict[str, Any]:
     """The row of one finished measurement: t = max over ranks of the mean iteration time."""
     comm = ctx.comm

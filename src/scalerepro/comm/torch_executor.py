@@ -180,12 +180,3 @@ def _reduce(t: Any, scratch: Any, message: tuple[bool, int, int, int, int, int])
     _, _, lo, hi, _, off = message
     if off >= 0:
         t[lo:hi].add_(scratch[off : off + hi - lo])
-
-
-def check_device(t: Any, algorithm: str, device: str | None) -> None:
-    """A UserError unless tensor ``t`` is on the device kind ``algorithm`` needs (None: any)."""
-    kind = t.device.type
-    if device is not None and kind != device:
-        other = {"cuda": "nccl", "cpu": "gloo"}.get(kind, "ring")
-        raise UserError(f"{algorithm} sums {device.upper()} tensors, but this buffer is on {kind}; "
-                        f"use {other} (or move the buffer: train.device)")

@@ -13,7 +13,7 @@ from torch import nn
 
 from scalerepro.comm.algorithms import get
 from scalerepro.comm.context import Context
-from scalerepro.comm.registry import library_sum, resolve
+from scalerepro.comm.registry import executor_for, library_sum, resolve
 from scalerepro.config import TrainConfig
 from scalerepro.errors import UserError
 from scalerepro.mpi import node_comm
@@ -102,7 +102,9 @@ def build_trainer(cfg: TrainConfig, algorithm: str, ctx: Context, classes: int, 
     torch.manual_seed(cfg.seed)
     model = build(cfg.model, classes, cfg.width)
     broadcast_state(model, comm)
-    check_device(algorithm, device.type)
+    entry = get(algorithm)
+    if entry is not None:  # nccl on the CPU, gloo on a GPU: the registry's error, before any group is set up
+        executor_for(entry, device.type, ctx.params)
     if ctx.size > 1 and uses_torch(algorithm, device.type, ctx):
         ctx.torch_session()  # collective: every rank sets torch.distributed up here, before any thread could
     if group > 1:
@@ -122,15 +124,6 @@ def allreduce_plan(trainer: Trainer, algorithm: str, ctx: Context) -> list[dict[
 def check_algorithm(name: str) -> None:
     """Fail before any work on an unknown gradient all-reduce."""
     get(name)
-
-
-def check_device(name: str, device: str) -> None:
-    """Fail before any work where ``name`` cannot sum buffers on ``device`` (nccl on the CPU, gloo on a GPU)."""
-    entry = get(name)
-    if entry is not None and entry.device is not None and entry.device != device:
-        other = {"cuda": "nccl", "cpu": "gloo"}[device]
-        raise UserError(f"--algo {name} sums {entry.device.upper()} tensors but train.device resolves to {device}; "
-                        f"use --algo {other} (the library's own all-reduce there) or set train.device={entry.device}")
 
 
 def uses_torch(name: str, device: str, ctx: Context) -> bool:

@@ -8,11 +8,16 @@ PYTHON ?= python3
 export PATH := $(abspath $(BIN)):$(PATH)
 export DVC_NO_ANALYTICS := true
 
-.PHONY: run test venv dry-run lint report clean-stage clean
+.PHONY: run simulate test venv dry-run lint report clean-stage clean
 
 run: $(STAMP)
 	snakemake --cores 2 --profile workflow/profiles/laptop
 	snakemake --report results/report.html
+
+# The papers' full grid in SimGrid (every algorithm, 8 to 1,024 ranks; each 1-D ring at 1,024 takes minutes), then the report.
+simulate: $(STAMP)
+	snakemake --cores 2 --profile workflow/profiles/laptop --configfile config/config.yaml config/simulate.yaml
+	snakemake --report results/report.html --configfile config/config.yaml config/simulate.yaml
 
 test: $(STAMP)
 	pytest

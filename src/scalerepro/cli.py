@@ -357,14 +357,80 @@ def cmd_cost_model(args: argparse.Namespace) -> None:
     })
 
 
-def cmd_simulate(args: argparse.Namespace) -> None:
-    """Simulate the algorithms' schedules on a 2-D torus in SimGrid; write simulation.csv and simulation.json."""
+def _bench_rows(patterns: list[str]) -> tuple[list[dict[str, Any]], float]:
+    """Every row of the bench JSONs matching ``patterns``, and their median measured gamma (s/byte)."""
+    import statistics
+
+    from scalerepro.analysis.collect import bench_rows, load_json
+
+    paths = _expand(patterns)
+    if not paths:
+        raise UserError(f"no bench JSON matches {' '.join(patterns) or '(none given)'}; run `scalerepro bench` first")
+    records = [load_json(p) for p in paths]
+    gammas = [rec["reduction_s_per_byte"] for rec in records if rec.get("reduction_s_per_byte")]
+    if not gammas:
+        raise UserError("the bench JSONs carry no reduction_s_per_byte (gamma); re-run `scalerepro bench`")
+    return [row for rec in records for row in bench_rows(rec)], statistics.median(gammas)
+
+
+def _platforms(args: argparse.Namespace) -> list[Any]:
+    """The platforms --platform names (comma-separated, or all) from --platforms; this-machine fitted from --bench."""
+    from scalerepro.sim.platforms import load, pick
+    from scalerepro.sim.validate import MACHINE, machines
+
+    names = [n for n in args.platform.split(",") if n]
+    chosen = []
+    if MACHINE in names:
+        if not args.bench:
+            raise UserError(f"--platform {MACHINE} is fitted from this machine's bench: give --bench FILE...")
+        fits = machines(*_bench_rows(args.bench))
+        chosen.append(fits.get(("dedicated", "mpi")) or next(iter(fits.values())))
+        names.remove(MACHINE)
+    if names:
+        path = Path(args.platforms)
+        known = load(path)
+        chosen += list(known.values()) if names == ["all"] else [pick(known, n, path) for n in names]
+    return chosen
+
+
+def _simulated(points: list[Any], label: str, jobs: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Simulate the points whose schedules exist (an algorithm may not fit a shape); (rows, skipped)."""
+    from scalerepro.comm.costmodel import schedules
+    from scalerepro.sim import simulate
+
+    runnable, skipped, seen = [], [], {}
+    for pt in points:
+        key = (pt.algorithm, pt.ranks, pt.platform.name)
+        if key not in seen:
+            try:
+                next(schedules(pt.algorithm, pt.spec(), pt.executor), None)
+                seen[key] = ""
+            except UserError as exc:
+                seen[key] = str(exc)
+                print(f"{label}: skipping {pt.algorithm} on {pt.ranks} ranks of {pt.platform.name}: {exc}",
+                      file=sys.stderr)
+        if seen[key]:
+            skipped.append({"algorithm": pt.algorithm, "ranks": pt.ranks, "platform": pt.platform.name,
+                            "why": seen[key]})
+        else:
+            runnable.append(pt)
+    return simulate(runnable, _progress(label), jobs or None), skipped
+
+
+def _write_tables(out: Path, tables: dict[str, list[dict[str, Any]]], record: dict[str, Any], name: str) -> None:
+    """Each table as out/NAME.csv, and the record (every parameter, argv) as out/name."""
     import pandas as pd
 
-    from scalerepro.comm.algorithms import get
-    from scalerepro.comm.shapes import squarest
     from scalerepro.io import write_json_atomic, write_text_atomic
-    from scalerepro.sim import simulate
+
+    for table, rows in tables.items():
+        write_text_atomic(out / f"{table}.csv", pd.DataFrame(rows).to_csv(index=False))
+    write_json_atomic(out / name, {"argv": sys.argv, **record, **tables})
+
+
+def cmd_simulate(args: argparse.Namespace) -> None:
+    """Simulate the algorithms' schedules on described platforms in SimGrid; write simulation.csv and .json."""
+    from scalerepro.comm.algorithms import get
     from scalerepro.sim.engine import Point, load_simgrid
 
     load_simgrid()  # absent: one line naming the install command, before any work
@@ -372,19 +438,78 @@ def cmd_simulate(args: argparse.Namespace) -> None:
     for algo in algos:
         if get(algo) is None:
             raise UserError("simulate --algos auto: auto picks per size on a measured machine; name the algorithms")
-    points = [Point(algo, p, n, tuple(squarest(p)), args.link_gbps, args.latency_us, args.gamma, args.colors)
-              for p in _int_list(args.ranks, "--ranks") for n in _int_list(args.bytes, "--bytes") for algo in algos]
-    rows = simulate(points, _progress("simulate"))
-    out = Path(args.out)
-    write_text_atomic(out / "simulation.csv", pd.DataFrame(rows).to_csv(index=False))
-    write_json_atomic(out / "simulation.json", {"argv": sys.argv, "network": "2-D torus (squarest grid), CM02",
-                                                 "link_GBps": args.link_gbps, "latency_us": args.latency_us,
-                                                 "gamma_s_per_byte": args.gamma, "colors": args.colors, "rows": rows})
-    print(f"{'algorithm':>15} {'ranks':>6} {'bytes':>11} {'simulated ms':>13} {'busbw GB/s':>11} {'wall s':>7}",
-          file=sys.stderr)
+    platforms = _platforms(args)
+    points = [Point(algo, p, n, plat, args.colors) for plat in platforms for p in _int_list(args.ranks, "--ranks")
+              for n in _int_list(args.bytes, "--bytes") for algo in algos]
+    rows, skipped = _simulated(points, "simulate", args.jobs)
+    _write_tables(Path(args.out), {"simulation": rows}, {"platforms": [p.as_dict() for p in platforms],
+                                                         "colors": args.colors, "skipped": skipped}, "simulation.json")
+    print(f"{'platform':>14} {'algorithm':>15} {'ranks':>6} {'bytes':>11} {'simulated ms':>13} {'busbw GB/s':>11} "
+          f"{'wall s':>7}", file=sys.stderr)
     for r in rows:
-        print(f"{r['algorithm']:>15} {r['ranks']:>6} {r['bytes']:>11} {r['simulated_s'] * 1e3:>13.3f} "
-              f"{r['busbw_GBps']:>11.2f} {r['wall_s']:>7.1f}", file=sys.stderr)
+        print(f"{r['platform']:>14} {r['algorithm']:>15} {r['ranks']:>6} {r['bytes']:>11} "
+              f"{r['simulated_s'] * 1e3:>13.3f} {r['busbw_GBps']:>11.2f} {r['wall_s']:>7.1f}", file=sys.stderr)
+
+
+def cmd_simulate_validate(args: argparse.Namespace) -> None:
+    """Fit this machine from its bench, simulate every measured point; write validation.csv and its summary."""
+    from scalerepro.sim import validate
+    from scalerepro.sim.engine import load_simgrid
+
+    load_simgrid()
+    rows, gamma = _bench_rows(args.bench)
+    machines = validate.machines(rows, gamma)
+    kept = validate.measured(rows)
+    simulated, skipped = _simulated(validate.points(kept, machines), "simulate-validate", args.jobs)
+    if skipped:
+        raise UserError(f"simulate-validate: {skipped[0]['algorithm']} at {skipped[0]['ranks']} ranks has no "
+                        f"schedule: {skipped[0]['why']}")
+    table = validate.table(kept, simulated)
+    summary = validate.summary(table)
+    _write_tables(Path(args.out), {"validation": table, "validation_summary": summary},
+                  {"platforms": [v.as_dict() for v in machines.values()], "bar_bytes": validate.BAR_BYTES},
+                  "validation.json")
+    for s in summary:
+        big = s["median_abs_error_64KiB_up"]
+        print(f"{s['ranks']} ranks ({s['regime']}): median |simulated/measured - 1| "
+              f"{'n/a' if big is None else f'{big:.1%}'} over {s['points_64KiB_up']} points >= 64 KiB, "
+              f"{s['median_abs_error_all']:.1%} over all {s['points']}", file=sys.stderr)
+
+
+def cmd_simulate_scale(args: argparse.Namespace) -> None:
+    """ResNet-50's gradient buckets on every platform and algorithm; projected steps; published against simulated."""
+    from scalerepro.sim import papers, scale
+    from scalerepro.sim.engine import load_simgrid
+
+    load_simgrid()
+    platforms = _platforms(args)
+    algos = [a for a in args.algos.split(",") if a]
+    ranks = list(_int_list(args.ranks, "--ranks"))
+    dtypes = [d for d in args.dtypes.split(",") if d]
+    claims = papers.load_claims(Path(args.platforms))
+    points = scale.unique([pt for plat in platforms for pt in scale.points(
+        plat, algos, [p for p in ranks if _fits(plat, p)], dtypes, args.bucket_mib, args.colors)]
+        + scale.claim_points(claims, platforms, args.bucket_mib, args.colors, args.claims_max_ranks))
+    rows, skipped = _simulated(points, "simulate-scale", args.jobs)
+    steps = [s for plat in platforms for s in scale.steps(rows, plat, args.bucket_mib, args.batch)]
+    compared = papers.compare(claims, steps)
+    _write_tables(Path(args.out), {"scale_points": rows, "scale": steps, "papers": compared},
+                  {"platforms": [p.as_dict() for p in platforms], "bucket_mib": args.bucket_mib,
+                   "batch_per_rank": args.batch, "colors": args.colors, "skipped": skipped}, "scale.json")
+    for c in compared:
+        sim = "not simulated" if c["simulated"] is None else f"{c['simulated']:.4g}"
+        pub = "not stated" if c["published"] is None else f"{c['published']:.4g}"
+        print(f"{c['paper']}: {c['claim']}: published {pub}, simulated {sim}"
+              + (f" -> revisit {c['assumption_to_revisit']}" if c["assumption_to_revisit"] else ""), file=sys.stderr)
+
+
+def _fits(platform: Any, p: int) -> bool:
+    """Whether p ranks fit the platform (whole nodes, at most its size)."""
+    try:
+        platform.ranks(p)
+    except UserError:
+        return False
+    return True
 
 
 def cmd_collect(args: argparse.Namespace) -> None:
@@ -412,7 +537,8 @@ def cmd_analyze(args: argparse.Namespace) -> None:
     from scalerepro.analysis.analyze import analyze
 
     metrics = analyze(Path(args.tables), Path(args.baselines), Path(args.metrics), Path(args.out),
-                      Path(args.costmodel) if args.costmodel else None)
+                      Path(args.costmodel) if args.costmodel else None,
+                      Path(args.simulation) if args.simulation else None)
     print(json.dumps(metrics["summary"], indent=2), file=sys.stderr)
 
 
@@ -422,6 +548,23 @@ def cmd_plot(args: argparse.Namespace) -> None:
 
     for path in plot_all(Path(args.analysis), Path(args.out)):
         print(path, file=sys.stderr)
+
+
+def _platform_args(s: argparse.ArgumentParser, default: str) -> None:
+    """--platform, --platforms, --bench and --colors, shared by the simulate commands."""
+    s.add_argument("--platform", default=default, help="comma-separated platform names of --platforms, `all`, or "
+                   f"this-machine (fitted from --bench) (default {default})")
+    s.add_argument("--platforms", default="config/platforms.yaml", metavar="FILE",
+                   help="platform descriptions (default config/platforms.yaml)")
+    s.add_argument("--bench", nargs="*", default=[], metavar="GLOB", help="bench JSONs to fit this-machine from")
+    s.add_argument("--colors", type=int, default=2, help="multicolor colors (default 2)")
+    _jobs_arg(s)
+
+
+def _jobs_arg(s: argparse.ArgumentParser) -> None:
+    """--jobs: simulations at once, each on its own core."""
+    s.add_argument("--jobs", type=int, default=0, help="simulations at once, one core each (default: every core "
+                   "this process may use)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -543,20 +686,49 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--torus-latency-us", type=float, default=1.0, help="2-D torus: latency per hop in us (default 1)")
     s.set_defaults(fn=cmd_cost_model)
 
-    s = sub.add_parser("simulate", help="the algorithms' schedules in SimGrid on a 2-D torus, at any rank count",
-                       description="Runs every rank's schedule (the same one the executors run) as SimGrid actors on "
-                                   "a 2-D torus of the squarest shape for each rank count, one process per point. "
-                                   "Needs SimGrid's Python module: " + "sudo apt-get install python3-simgrid.")
+    s = sub.add_parser("simulate", help="the algorithms' schedules in SimGrid on described platforms, any rank count",
+                       description="Runs every rank's schedule (the same one the executors run) in SimGrid on a "
+                                   "platform of config/platforms.yaml (or this machine, fitted from --bench), one "
+                                   "process per point. Needs SimGrid's Python module: "
+                                   "sudo apt-get install python3-simgrid.")
+    _platform_args(s, "tpu-v3-pod")
     s.add_argument("--algos", default="ring,torus2d", help="comma-separated algorithms (default ring,torus2d)")
     s.add_argument("--ranks", default="16,64", help="comma-separated rank counts (default 16,64)")
     s.add_argument("--bytes", default=str(RESNET50_GRADIENT_BYTES),
                    help="comma-separated bytes per all-reduce, float32 (default: ResNet-50's gradients, 102 MB)")
-    s.add_argument("--link-gbps", type=float, default=70.0, help="GB/s per torus link and direction (default 70)")
-    s.add_argument("--latency-us", type=float, default=1.0, help="latency per hop in us (default 1)")
-    s.add_argument("--gamma", type=float, default=0.0, help="seconds per byte reduced (default 0)")
-    s.add_argument("--colors", type=int, default=2, help="multicolor colors (default 2)")
     s.add_argument("--out", required=True, metavar="DIR", help="folder for simulation.csv and simulation.json")
     s.set_defaults(fn=cmd_simulate)
+
+    s = sub.add_parser("simulate-validate", help="this machine's bench fitted as a platform and simulated beside it",
+                       description="Fits one latency and bandwidth for this machine from the bench JSONs (per "
+                                   "regime: a core per rank, or oversubscribed), simulates every measured "
+                                   "(algorithm, ranks, size) with the schedule it ran, and writes validation.csv, "
+                                   "validation_summary.csv and validation.json.")
+    s.add_argument("--bench", nargs="+", required=True, metavar="GLOB", help="bench JSON files (globs allowed)")
+    s.add_argument("--out", required=True, metavar="DIR", help="folder for the validation tables")
+    _jobs_arg(s)
+    s.set_defaults(fn=cmd_simulate_validate)
+
+    s = sub.add_parser("simulate-scale", help="ResNet-50's gradient buckets at the papers' scale, against the papers",
+                       description="Simulates ResNet-50's gradient buckets (as training cuts them) for every "
+                                   "algorithm and rank count on each platform, projects images/s, scaling "
+                                   "efficiency and 90-epoch time from each platform's per-accelerator rate, and sets "
+                                   "the published claims of config/platforms.yaml against them. Writes "
+                                   "scale_points.csv, scale.csv, papers.csv and scale.json.")
+    _platform_args(s, "all")
+    s.add_argument("--algos", default="ring,multicolor,multiring,torus2d,native",
+                   help="comma-separated algorithms (default ring,multicolor,multiring,torus2d,native)")
+    s.add_argument("--ranks", default="8,64,256,1024", help="comma-separated rank counts; those a platform "
+                   "cannot hold are left out (default 8,64,256,1024)")
+    s.add_argument("--dtypes", default="float32,bfloat16", help="gradient types (default float32,bfloat16)")
+    s.add_argument("--bucket-mib", type=float, default=25.0, help="gradient bucket size as training cuts it "
+                   "(train.bucket_mib; default 25)")
+    s.add_argument("--claims-max-ranks", type=int, default=1024, help="also simulate the points the published "
+                   "claims of --platforms need, up to this many ranks (default 1024; the 1-D ring there takes minutes)")
+    s.add_argument("--batch", type=int, default=32, help="images per rank per step (default 32, as Goyal et al. "
+                   "and Ying et al.: 32,768 on 1,024 chips)")
+    s.add_argument("--out", required=True, metavar="DIR", help="folder for the tables")
+    s.set_defaults(fn=cmd_simulate_scale)
 
     s = sub.add_parser("collect", help="logs -> tidy tables (runs, evals, steps, bench)")
     s.add_argument("--runs", nargs="*", default=[], metavar="GLOB", help="run.json files (globs allowed)")
@@ -582,6 +754,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True, metavar="DIR", help="folder for analysis CSVs (DVC plots)")
     s.add_argument("--costmodel", metavar="FILE", help="cost-model JSON (`scalerepro cost-model`): its projections to "
                                                        "the papers' scales join comparison.csv as 'projected' rows")
+    s.add_argument("--simulation", metavar="DIR", help="folder of `scalerepro simulate-validate` and `simulate-scale`: "
+                   "simulated rows join comparison.csv; simulated.csv, papers.csv and validation.csv are written")
     s.set_defaults(fn=cmd_analyze)
 
     s = sub.add_parser("plot", help="seaborn figures from the analysis tables")

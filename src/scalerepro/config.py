@@ -154,6 +154,19 @@ class BenchConfig:
 
 
 @dataclass(frozen=True)
+class SimulateConfig:
+    """The papers' scale in SimGrid: platforms, algorithms, rank counts, gradient types, images per rank."""
+
+    enabled: bool
+    platforms: tuple[str, ...]
+    algorithms: tuple[str, ...]
+    ranks: tuple[int, ...]
+    claims_max_ranks: int
+    dtypes: tuple[str, ...]
+    batch_per_rank: int
+
+
+@dataclass(frozen=True)
 class ClusterConfig:
     """Placement of a run's ranks on SLURM: ranks and GPUs per node, cores and memory per rank, time limits."""
 
@@ -184,6 +197,7 @@ class Config:
     loader: LoaderConfig
     comm: CommConfig
     bench: BenchConfig
+    simulate: SimulateConfig
     cluster: ClusterConfig
 
     def to_dict(self) -> dict[str, Any]:
@@ -311,6 +325,7 @@ def from_mapping(raw: Mapping[str, Any], schema_path: str | None = None) -> Conf
         loader=_section(LoaderConfig, data["loader"]),
         comm=_section(CommConfig, data["comm"]),
         bench=_section(BenchConfig, data["bench"]),
+        simulate=_section(SimulateConfig, data["simulate"]),
         cluster=_section(ClusterConfig, data["cluster"]),
     )
 

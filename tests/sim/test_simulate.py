@@ -2,59 +2,97 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 import pytest
 
+from scalerepro.comm.costmodel import Layout, Network, profile, schedules
 from scalerepro.errors import UserError
 from scalerepro.sim import simulate
-from scalerepro.sim.engine import Point, load_simgrid
+from scalerepro.sim.engine import Point
+from scalerepro.sim.platforms import Platform
+from tests.conftest import REPO
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _simgrid():
-    try:
-        load_simgrid()
-    except UserError as exc:
-        pytest.skip(str(exc))
+pytestmark = pytest.mark.usefixtures("needs_simgrid")
+
+
+def one_node(p: int, alpha_us: float = 2.0, gbps: float = 12.5, gamma: float = 1e-11) -> Platform:
+    """p ranks on one node, each with its own port (out: latency alpha; in) of ``gbps``."""
+    return Platform("node", "fattree", p, gbps, 0.0, gamma, ranks_per_node=p, intra_GBps=gbps,
+                    intra_latency_us=alpha_us)
 
 
 @pytest.mark.parametrize("p, nbytes", [(4, 1_000_000), (3, 4_000_004)])
-def test_ring_on_a_ring_of_links_matches_the_formula(p, nbytes):
-    """One hop per message, no sharing: t = 2(p-1) alpha + 2n(p-1)/p beta + n(p-1)/p gamma exactly."""
+def test_ring_on_its_ports_matches_the_formula(p, nbytes):
+    """One message per link per stage, no sharing: t = 2(p-1) alpha + 2n(p-1)/p beta + n(p-1)/p gamma exactly."""
     alpha, link, gamma = 2e-6, 12.5, 1e-11
-    row = simulate([Point("ring", p, nbytes, (p,), link, alpha * 1e6, gamma)])[0]
+    row = simulate([Point("ring", p, nbytes, one_node(p, alpha * 1e6, link, gamma))])[0]
     n = nbytes // 4 * 4
     want = 2 * (p - 1) * alpha + 2 * n * (p - 1) / p / (link * 1e9) + n * (p - 1) / p * gamma
     assert row["simulated_s"] == pytest.approx(want, rel=1e-3)
 
 
+@pytest.mark.parametrize("algo, p", [("multicolor", 4), ("rabenseifner", 4), ("torus2d", 4), ("multiring", 6)])
+def test_simulation_and_cost_model_agree_on_one_node(algo, p):
+    """Same schedules, same links: the simulator and the closed-form profile give the same time (gamma 0)."""
+    plat = one_node(p, 5.0, 10.0, 0.0)
+    pt = Point(algo, p, 3 << 20, plat)
+    got = simulate([pt])[0]["simulated_s"]
+    prof = profile(schedules(algo, pt.spec()), p, 4, Layout(p))
+    want = prof.cost(Network(5e-6, 1 / 10e9)).seconds
+    assert got == pytest.approx(want, rel=0.02)
+
+
 def test_torus2d_beats_the_ring_on_a_torus_at_64_ranks():
-    rows = simulate([Point(a, 64, 16 << 20, (8, 8)) for a in ("ring", "torus2d")])
-    ring, torus = (r["simulated_s"] for r in rows)
-    assert torus < 0.6 * ring
+    torus = Platform("torus", "torus", 64, 12.5, 2.0, 0.0)
+    rows = simulate([Point(a, 64, 16 << 20, torus) for a in ("ring", "torus2d")])
+    ring, torus2d = (r["simulated_s"] for r in rows)
+    assert torus2d < 0.6 * ring
 
 
-def test_point_errors_name_the_field():
-    with pytest.raises(UserError, match=r"torus dims \[3, 3\] hold 9 ranks, not 8"):
-        Point("ring", 8, 1024, (3, 3))
+def test_a_second_adapter_per_node_serves_multicolor_not_the_ring():
+    """8 ranks on 2 nodes of 4: each ring crosses between nodes once per direction, so one adapter is enough for
+    one ring, while multicolor's two rings cross on two different local ranks and use an adapter each."""
+    def plat(nics: int) -> Platform:
+        return Platform("two", "fattree", 8, 1.0, 0.0, 0.0, ranks_per_node=4, intra_GBps=1000.0, nics_per_node=nics)
+    rows = simulate([Point(a, 8, 8 << 20, plat(n)) for a in ("ring", "multicolor") for n in (1, 2)])
+    ring1, ring2, mc1, mc2 = (r["simulated_s"] for r in rows)
+    assert ring2 == pytest.approx(ring1, rel=1e-6)
+    assert mc2 < 0.75 * mc1
+
+
+def test_points_that_do_not_fit_name_the_platform():
+    with pytest.raises(UserError, match=r"platform 'node' holds 1..4 ranks, not 8"):
+        Point("ring", 8, 1024, one_node(4))
+    with pytest.raises(UserError, match=r"12 ranks do not fill nodes of 8"):
+        Platform("n", "fattree", 64, 1.0, 0.0, 0.0, ranks_per_node=8, intra_GBps=1.0).ranks(12)
 
 
 def test_missing_simgrid_is_one_line_naming_the_install(tmp_path):
     (tmp_path / "simgrid.py").write_text("raise ImportError('not here')\n")
     proc = subprocess.run([sys.executable, "-m", "scalerepro.cli", "simulate", "--out", str(tmp_path / "out")],
                           capture_output=True, text=True, env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
-                          timeout=120)
+                          timeout=120, cwd=REPO)
     assert proc.returncode != 0
     assert "apt-get install python3-simgrid" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
 def test_cli_writes_rows_and_parameters(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "scalerepro.cli", "simulate", "--algos", "ring,multicolor",
-                           "--ranks", "4", "--bytes", "65536", "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "scalerepro.cli", "simulate", "--platform", "minsky-ddl",
+                           "--algos", "ring,multicolor", "--ranks", "8", "--bytes", "65536", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300, cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     csv = (tmp_path / "simulation.csv").read_text().splitlines()
-    assert csv[0].startswith("algorithm,ranks,bytes") and len(csv) == 3
-    assert '"link_GBps": 70.0' in (tmp_path / "simulation.json").read_text()
+    assert csv[0].startswith("platform,algorithm,ranks,bytes") and len(csv) == 3
+    doc = json.loads((tmp_path / "simulation.json").read_text())
+    assert doc["platforms"][0]["nics_per_node"] == 2 and doc["platforms"][0]["sources"]["link_GBps"]
+
+
+def test_cli_names_an_unknown_platform(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "scalerepro.cli", "simulate", "--platform", "dgx-a100",
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 2
+    assert "no platform 'dgx-a100'; there are: tpu-v3-pod, minsky-ddl" in proc.stderr

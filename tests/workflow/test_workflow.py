@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -42,6 +43,8 @@ def small_config(tmp_path: Path) -> dict:
         "stage": {"root": str(tmp_path / "shm")},
         "train": {"ranks": [1, 2], "algorithms": ["ring"], "epochs": 2, "width": 8, "batch_per_rank": 16},
         "bench": {"ranks": [2], "max_bytes": 65536, "iters": 3},
+        "simulate": {"platforms": ["minsky-ddl"], "algorithms": ["ring", "multicolor"], "ranks": [8],
+                     "claims_max_ranks": 8},
     }
 
 
@@ -67,7 +70,16 @@ def test_dry_run_default_plans_every_stage(tmp_path):
     assert proc.returncode == 0, proc.stderr
     counts = job_counts(proc.stdout)
     assert counts == {"make_dataset": 1, "shard": 2, "train": 4, "bench": 1, "cost_model": 1, "collect": 1,
-                      "analyze": 1, "plot": 1, "mlperf_logs": 1, "all": 1, "total": 14}
+                      "simulate_validate": 1, "simulate_scale": 1, "analyze": 1, "plot": 1, "mlperf_logs": 1,
+                      "all": 1, "total": 16}
+
+
+def test_dry_run_without_simulation_leaves_its_rules_out(tmp_path):
+    wf = workflow_copy(tmp_path)
+    (wf / "nosim.yaml").write_text(yaml.safe_dump({"simulate": {"enabled": False}}))
+    proc = snakemake(wf, "-n", "--cores", "2", "--configfile", "nosim.yaml")
+    assert proc.returncode == 0, proc.stderr
+    assert not {"simulate_validate", "simulate_scale"} & set(job_counts(proc.stdout))
 
 
 def test_dry_run_plans_the_whole_grid(tmp_path):
@@ -139,12 +151,22 @@ def test_laptop_run_end_to_end(tmp_path):
     assert {c["peer"] for c in bench["comparisons"]} == {"native", "gloo"}
     costmodel = json.loads((wf / "results/analysis/costmodel.json").read_text())
     assert {f["algorithm"] for f in costmodel["fits"]} == {"native", "gloo", "ring", "multicolor", "rabenseifner"}
-    for fig in ("scaling", "scaling_efficiency", "time_to_accuracy", "allreduce_busbw", "step_breakdown"):
+    validation = (wf / "results/simulation/validation.csv").read_text().splitlines()
+    assert validation[0].startswith("algorithm,modelled_as,ranks,bytes") and len(validation) > 20
+    assert "this-machine" in validation[1]
+    scale = (wf / "results/analysis/simulated.csv").read_text()
+    assert "minsky-ddl,multicolor,8,float32" in scale and "minsky-ddl,ring,8,bfloat16" in scale
+    assert "simulated: ring on minsky-ddl (float32)" in (wf / "results/analysis/comparison.csv").read_text()
+    with open(wf / "results/analysis/papers.csv", newline="") as f:
+        papers = list(csv.DictReader(f))
+    assert [p["paper"] for p in papers].count("Kumar et al. 2017") == 2 and len(papers) == 5
+    for fig in ("scaling", "scaling_efficiency", "time_to_accuracy", "allreduce_busbw", "step_breakdown",
+                "simulation_validation", "simulation_scale"):
         assert (wf / f"results/plots/{fig}.png").stat().st_size > 10_000
         assert (wf / f"results/plots/{fig}.svg").read_text().lstrip().startswith("<?xml")
     assert (wf / "results/mlperf/ring-n2-g1-s0-r0.txt").read_text().startswith(":::MLLOG ")
     for log in ("make_dataset.log", "shard_train.log", "train/ring-n2-g1-s0-r0.log", "bench/n2.log", "plot.log",
-                "mlperf_logs.log"):
+                "mlperf_logs.log", "simulate_validate.log", "simulate_scale.log"):
         assert (wf / "results/logs" / log).is_file(), log
     stage = json.loads((wf / "results/train/ring/n2/g1-s0-r0/stage.json").read_text())
     assert stage["world_size"] == 2 and stage["nodes"][0]["splits"][0]["copied"] + stage["nodes"][0]["splits"][0]["already_present"] == 4

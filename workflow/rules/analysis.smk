@@ -37,22 +37,26 @@ rule analyze:
         tables=TABLES,
         baselines="config/baselines.yaml",
         costmodel="results/analysis/costmodel.json",
+        simulation=SIMULATION,
     output:
         metrics="results/metrics.json",
         tables=[
-            report(p, caption="../report/table.rst", category="Tables") if p.endswith(("scaling.csv", "comparison.csv")) else p
+            report(p, caption="../report/table.rst", category="Tables")
+            if p.endswith(("scaling.csv", "comparison.csv", "papers.csv"))
+            else p
             for p in ANALYSIS
         ],
     params:
         tables=lambda w, input: Path(input.tables[0]).parent,
         out=lambda w, output: Path(output.tables[0]).parent,
+        simulation=f"--simulation {Path(SIM_SCALE[0]).parent}" if SIMULATION else "",
     log:
         "results/logs/analyze.log",
     conda:
         "../envs/scalerepro.yaml"
     shell:
         "scalerepro analyze --tables {params.tables} --baselines {input.baselines}"
-        " --costmodel {input.costmodel} --metrics {output.metrics} --out {params.out} > {log} 2>&1"
+        " --costmodel {input.costmodel} {params.simulation} --metrics {output.metrics} --out {params.out} > {log} 2>&1"
 
 
 rule plot:

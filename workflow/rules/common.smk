@@ -27,8 +27,22 @@ MLPERF_LOGS = expand(
 )
 BENCH_RUNS = expand("results/bench/n{ranks}.json", ranks=CFG.bench.ranks)
 TABLES = expand("results/collect/{table}.csv", table=["runs", "epochs", "evals", "steps", "bench"])
-ANALYSIS = expand("results/analysis/{name}.csv", name=["runs", "scaling", "busbw", "comparison", "tta"])
-FIGURES = ["scaling", "scaling_efficiency", "time_to_accuracy", "allreduce_busbw", "step_breakdown"]
+SIM_VALIDATION = expand("results/simulation/{name}", name=["validation.csv", "validation_summary.csv", "validation.json"])
+SIM_SCALE = expand("results/simulation/{name}", name=["scale_points.csv", "scale.csv", "papers.csv", "scale.json"])
+SIMULATION = SIM_VALIDATION + SIM_SCALE if CFG.simulate.enabled else []
+ANALYSIS = expand(
+    "results/analysis/{name}.csv",
+    name=["runs", "scaling", "busbw", "comparison", "tta", "simulated", "papers", "validation"],
+)
+FIGURES = [
+    "scaling",
+    "scaling_efficiency",
+    "time_to_accuracy",
+    "allreduce_busbw",
+    "step_breakdown",
+    "simulation_validation",
+    "simulation_scale",
+]
 PLOTS = expand("results/plots/{fig}.png", fig=FIGURES)
 PLOTS_SVG = expand("results/plots/{fig}.svg", fig=FIGURES)
 

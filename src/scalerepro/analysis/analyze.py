@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from scalerepro.analysis.collect import load_json, read_tables
+from scalerepro.analysis.collect import load_json, read_tables, read_csv
 from scalerepro.errors import UserError
 from scalerepro.io import write_json_atomic, write_text_atomic
 
@@ -138,6 +138,47 @@ def projections(costmodel_path: Path | None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
+SIMULATED_COLUMNS = ["platform", "algorithm", "ranks", "dtype", "allreduce_s", "busbw_GBps", "images_per_s",
+                     "efficiency", "time_90_epochs_s", "source"]
+PAPERS_COLUMNS = ["paper", "claim", "platform", "algorithm", "ranks", "dtype", "metric", "published", "simulated",
+                  "simulated_over_published", "within_20pct", "assumption_to_revisit", "cite"]
+VALIDATION_COLUMNS = ["algorithm", "modelled_as", "ranks", "bytes", "regime", "platform", "measured_s", "simulated_s",
+                      "ratio"]
+
+
+def simulation(sim_dir: Path | None) -> dict[str, pd.DataFrame]:
+    """The simulation's tables (scale -> simulated, papers, validation); empty ones when it did not run."""
+    names = {"simulated.csv": ("scale.csv", SIMULATED_COLUMNS), "papers.csv": ("papers.csv", PAPERS_COLUMNS),
+             "validation.csv": ("validation.csv", VALIDATION_COLUMNS)}
+    out = {}
+    for name, (source, cols) in names.items():
+        path = sim_dir / source if sim_dir is not None else None
+        out[name] = (read_csv(path, f"simulate-{'validate' if 'valid' in name else 'scale'}").reindex(columns=cols)
+                     if path is not None else pd.DataFrame(columns=cols))
+    return out
+
+
+def simulated_rows(scale: pd.DataFrame) -> pd.DataFrame:
+    """Simulated ResNet-50 steps as comparison rows: images/s, efficiency, 90 epochs, all-reduce per step."""
+    cols = ["work", "accelerators", "time_s", "images_per_s", "scaling_efficiency", "allreduce_ms", "cite", "source"]
+    if not len(scale):
+        return pd.DataFrame(columns=cols)
+    return pd.DataFrame({
+        "work": "simulated: " + scale["algorithm"] + " on " + scale["platform"] + " (" + scale["dtype"] + ")",
+        "accelerators": scale["ranks"], "time_s": scale["time_90_epochs_s"], "images_per_s": scale["images_per_s"],
+        "scaling_efficiency": scale["efficiency"], "allreduce_ms": scale["allreduce_s"] * 1e3,
+        "cite": "SimGrid on config/platforms.yaml", "source": "simulated"}, columns=cols)
+
+
+def simulation_metrics(sim: dict[str, pd.DataFrame]) -> dict[str, Any]:
+    """For DVC: the simulator's median error against this machine per rank count, and each claim's simulated value."""
+    val = sim["validation.csv"]
+    big = val[val["bytes"] >= 64 << 10] if len(val) else val
+    errors = {f"n{int(n)}": _clean((g["ratio"] - 1).abs().median()) for n, g in big.groupby("ranks")} if len(big) else {}
+    claims = {f"{r['paper']}: {r['claim']}": _clean(r["simulated"]) for _, r in sim["papers.csv"].iterrows()}
+    return {"validation_median_abs_error_64KiB_up": errors, "claims": claims}
+
+
 def busbw(bench: pd.DataFrame) -> pd.DataFrame:
     """Benchmark points for the busbw plot (already tidy)."""
     cols = ["algorithm", "world_size", "bytes", "time_us", "algbw_GBps", "busbw_GBps", "wrong"]
@@ -177,7 +218,7 @@ def metrics(runs: pd.DataFrame, scale: pd.DataFrame, bench: pd.DataFrame) -> dic
 
 
 def analyze(tables_dir: Path, baselines_path: Path, metrics_path: Path, out: Path,
-            costmodel_path: Path | None = None) -> dict[str, Any]:
+            costmodel_path: Path | None = None, sim_dir: Path | None = None) -> dict[str, Any]:
     """Write metrics.json and the analysis CSVs; return the metrics."""
     tables = read_tables(tables_dir)
     runs = per_run(tables) if len(tables["runs"]) else pd.DataFrame(columns=[
@@ -185,15 +226,18 @@ def analyze(tables_dir: Path, baselines_path: Path, metrics_path: Path, out: Pat
         "images_per_s", "source"])
     scale = scaling(runs)
     bench = busbw(tables["bench"])
+    sim = simulation(sim_dir)
+    projected = pd.concat([projections(costmodel_path), simulated_rows(sim["simulated.csv"])], ignore_index=True)
     out.mkdir(parents=True, exist_ok=True)
     outputs = {
         "runs.csv": runs, "scaling.csv": scale, "busbw.csv": bench,
-        "comparison.csv": comparison(runs, load_baselines(baselines_path), scale, projections(costmodel_path)),
+        "comparison.csv": comparison(runs, load_baselines(baselines_path), scale, projected),
         "tta.csv": tables["evals"][["run", "algorithm", "world_size", "epoch", "elapsed_s", "top1", "top5"]]
         if len(tables["evals"]) else pd.DataFrame(columns=["run", "algorithm", "world_size", "epoch", "elapsed_s", "top1", "top5"]),
+        **sim,
     }
     for name, frame in outputs.items():
         write_text_atomic(out / name, frame.to_csv(index=False))
-    result = metrics(runs, scale, tables["bench"])
+    result = metrics(runs, scale, tables["bench"]) | {"simulation": simulation_metrics(sim)}
     write_json_atomic(metrics_path, result)
     return result

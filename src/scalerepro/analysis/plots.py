@@ -15,7 +15,8 @@ import seaborn as sns  # noqa: E402
 
 from scalerepro.analysis.collect import read_csv  # noqa: E402
 
-FIGURES = ("scaling.png", "scaling_efficiency.png", "time_to_accuracy.png", "allreduce_busbw.png", "step_breakdown.png")
+FIGURES = ("scaling.png", "scaling_efficiency.png", "time_to_accuracy.png", "allreduce_busbw.png", "step_breakdown.png",
+           "simulation_validation.png", "simulation_scale.png")
 
 
 def _save(fig: plt.Figure, path: Path) -> Path:
@@ -42,9 +43,27 @@ def published_rows(comparison: pd.DataFrame, column: str) -> pd.DataFrame:
     return pub[pub[column].notna() & pub["accelerators"].notna()]
 
 
-def scaling_plot(scale: pd.DataFrame, comparison: pd.DataFrame, path: Path) -> Path:
-    """Images/s vs accelerators (log-log) per algorithm, the ideal linear line, the published points."""
+def best_simulated(sim: pd.DataFrame) -> pd.DataFrame:
+    """Per platform, the float32 curve of the algorithm with the most images/s at the platform's largest count."""
+    if not len(sim):
+        return sim
+    fp32 = sim[sim["dtype"] == "float32"]
+    top = fp32.loc[fp32.groupby("platform")["ranks"].transform("max") == fp32["ranks"]]
+    best = top.loc[top.groupby("platform")["images_per_s"].idxmax(), ["platform", "algorithm"]]
+    return fp32.merge(best, on=["platform", "algorithm"]).sort_values(["platform", "ranks"])
+
+
+def _simulated_lines(ax: plt.Axes, sim: pd.DataFrame, column: str) -> None:
+    """Dashed grey lines: each platform's best simulated algorithm (see :func:`best_simulated`)."""
+    for (platform, algo), g in best_simulated(sim).groupby(["platform", "algorithm"]):
+        ax.plot(g["ranks"], g[column], ls=":", marker=".", lw=1.2, label=f"simulated: {platform} ({algo})")
+
+
+def scaling_plot(scale: pd.DataFrame, comparison: pd.DataFrame, path: Path, sim: pd.DataFrame | None = None) -> Path:
+    """Images/s vs accelerators (log-log) per algorithm, the ideal linear line, simulated and published points."""
     fig, ax = plt.subplots(figsize=(6.5, 4.4))
+    if sim is not None and len(sim):
+        _simulated_lines(ax, sim, "images_per_s")
     if len(scale):
         sns.lineplot(data=scale, x="world_size", y="images_per_s", hue="setting", marker="o", ax=ax)
         ideal = scale.groupby("world_size", as_index=False)["ideal_images_per_s"].max()
@@ -57,19 +76,21 @@ def scaling_plot(scale: pd.DataFrame, comparison: pd.DataFrame, path: Path) -> P
             k = seen[row.accelerators] = seen.get(row.accelerators, -1) + 1  # stack labels that share an x
             ax.annotate(f"{str(row.work).split(' (')[0]}: {row.images_per_s:,.0f}", (row.accelerators, row.images_per_s),
                         fontsize=7, xytext=(-6, -12 - 9 * k), textcoords="offset points", ha="right")
-    if len(scale) or len(pub):
+    if len(scale) or len(pub) or (sim is not None and len(sim)):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.legend(title="all-reduce-g<BN group> (measured here)", fontsize=8)
+        ax.legend(title="all-reduce-g<BN group> (measured here)", fontsize=7)
     else:
         _empty(ax, "training runs")
     ax.set(title="Training throughput vs accelerators", xlabel="ranks (accelerators)", ylabel="throughput (images/s)")
     return _save(fig, path)
 
 
-def efficiency_plot(scale: pd.DataFrame, comparison: pd.DataFrame, path: Path) -> Path:
-    """Scaling efficiency (throughput / (ranks/smallest x throughput at the smallest)) per algorithm."""
+def efficiency_plot(scale: pd.DataFrame, comparison: pd.DataFrame, path: Path, sim: pd.DataFrame | None = None) -> Path:
+    """Scaling efficiency (throughput / (ranks/smallest x throughput at the smallest)) per algorithm, simulated too."""
     fig, ax = plt.subplots(figsize=(6.5, 4.4))
+    if sim is not None and len(sim):
+        _simulated_lines(ax, sim, "efficiency")
     if len(scale):
         sns.lineplot(data=scale, x="world_size", y="efficiency", hue="setting", marker="o", ax=ax)
         ax.axhline(1.0, color="k", ls="--", lw=1, label="ideal")
@@ -80,9 +101,9 @@ def efficiency_plot(scale: pd.DataFrame, comparison: pd.DataFrame, path: Path) -
             ax.annotate(f"{str(row.work).split(' (')[0]}: {row.scaling_efficiency:.0%}",
                         (row.accelerators, row.scaling_efficiency), fontsize=7, xytext=(-6, -12),
                         textcoords="offset points", ha="right")
-    if len(scale) or len(pub):
+    if len(scale) or len(pub) or (sim is not None and len(sim)):
         ax.set_xscale("log", base=2)
-        ax.legend(title="all-reduce-g<BN group> (measured here)", fontsize=8)
+        ax.legend(title="all-reduce-g<BN group> (measured here)", fontsize=7)
     else:
         _empty(ax, "training runs")
     ax.set(title="Scaling efficiency vs the smallest rank count", xlabel="ranks (accelerators)",
@@ -105,14 +126,19 @@ def tta_plot(tta: pd.DataFrame, runs: pd.DataFrame, path: Path) -> Path:
     return _save(fig, path)
 
 
+def _by_size(ax: plt.Axes, data: pd.DataFrame, y: str) -> None:
+    """``y`` against message size (log 2), a line per algorithm and rank count."""
+    sns.lineplot(data=data.assign(ranks=data["ranks"].astype(str)), x="bytes", y=y, hue="algorithm", style="ranks",
+                 marker="o", ax=ax)
+    ax.set_xscale("log", base=2)
+    ax.legend(title="algorithm / ranks", fontsize=7)
+
+
 def busbw_plot(bench: pd.DataFrame, path: Path) -> Path:
     """Bus bandwidth vs message size per algorithm and rank count."""
     fig, ax = plt.subplots(figsize=(6, 4.2))
     if len(bench):
-        data = bench.assign(ranks=bench["world_size"].astype(str))
-        sns.lineplot(data=data, x="bytes", y="busbw_GBps", hue="algorithm", style="ranks", marker="o", ax=ax)
-        ax.set_xscale("log", base=2)
-        ax.legend(title="algorithm / ranks")
+        _by_size(ax, bench.assign(ranks=bench["world_size"]), "busbw_GBps")
     else:
         _empty(ax, "benchmark points")
     ax.set(title="All-reduce bus bandwidth (busbw = algbw x 2(p-1)/p)", xlabel="message size per rank (bytes)",
@@ -135,6 +161,39 @@ def breakdown_plot(runs: pd.DataFrame, path: Path) -> Path:
     return _save(fig, path)
 
 
+def validation_plot(validation: pd.DataFrame, path: Path) -> Path:
+    """Simulated / measured all-reduce time vs message size, per algorithm and rank count (1 = exact)."""
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    if len(validation):
+        _by_size(ax, validation, "ratio")
+        ax.axhline(1.0, color="k", lw=1)
+        for bound in (0.75, 1.25):
+            ax.axhline(bound, color="grey", ls=":", lw=1)
+        ax.axvline(64 << 10, color="grey", ls="--", lw=1)
+        ax.set_yscale("log")
+    else:
+        _empty(ax, "simulation of this machine")
+    ax.set(title="SimGrid against this machine (dotted: +-25%, dashed: 64 KiB)", xlabel="message size per rank (bytes)",
+           ylabel="simulated / measured time")
+    return _save(fig, path)
+
+
+def simulation_scale_plot(sim: pd.DataFrame, path: Path) -> Path:
+    """ResNet-50's gradient all-reduce per step (float32) vs ranks, one panel per platform, one line per algorithm."""
+    data = sim[sim["dtype"] == "float32"] if len(sim) else sim
+    if not len(data):
+        fig, ax = plt.subplots(figsize=(6, 4))
+        _empty(ax, "simulation at scale")
+        return _save(fig, path)
+    grid = sns.relplot(data=data.assign(ms=data["allreduce_s"] * 1e3), x="ranks", y="ms", hue="algorithm",
+                       col="platform", col_wrap=2, kind="line", marker="o", height=3, aspect=1.3,
+                       facet_kws={"sharey": False})
+    grid.set(xscale="log", yscale="log")
+    grid.set_axis_labels("ranks (accelerators)", "all-reduce per step (ms)")
+    grid.figure.suptitle("ResNet-50 gradients (float32, as training buckets them), simulated", y=1.02)
+    return _save(grid.figure, path)
+
+
 def plot_all(analysis_dir: Path, out: Path) -> list[Path]:
     """Every figure, from the analysis CSVs."""
     def read(name: str) -> pd.DataFrame:
@@ -143,10 +202,13 @@ def plot_all(analysis_dir: Path, out: Path) -> list[Path]:
     sns.set_theme(style="whitegrid", context="notebook")
     out.mkdir(parents=True, exist_ok=True)
     runs, scale, comparison = read("runs.csv"), read("scaling.csv"), read("comparison.csv")
+    sim = read("simulated.csv")
     return [
-        scaling_plot(scale, comparison, out / FIGURES[0]),
-        efficiency_plot(scale, comparison, out / FIGURES[1]),
+        scaling_plot(scale, comparison, out / FIGURES[0], sim),
+        efficiency_plot(scale, comparison, out / FIGURES[1], sim),
         tta_plot(read("tta.csv"), runs, out / FIGURES[2]),
         busbw_plot(read("busbw.csv"), out / FIGURES[3]),
         breakdown_plot(runs, out / FIGURES[4]),
+        validation_plot(read("validation.csv"), out / FIGURES[5]),
+        simulation_scale_plot(sim, out / FIGURES[6]),
     ]

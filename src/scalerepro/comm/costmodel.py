@@ -153,12 +153,12 @@ def _moved(step: Any, group: tuple[int, ...], offset: int) -> Any:
 
 def profile(ranks: Iterable[Schedule], p: int, itemsize: int, layout: Layout = ONE_NODE) -> Profile:
     """The per-stage profile of the schedules of ranks 0..p-1 placed by ``layout`` (stage indices taken together)."""
-    with _no_cyclic_gc():  # millions of short tuples (4 M steps for a ring of 1,024): rescanning them doubles the time
+    with no_cyclic_gc():  # millions of short tuples (4 M steps for a ring of 1,024): rescanning them doubles the time
         return _profile(ranks, p, itemsize, layout)
 
 
 @contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
+def no_cyclic_gc() -> Iterator[None]:
     """Pause the cyclic garbage collector (these objects hold no cycles), restoring its state after."""
     was = gc.isenabled()
     gc.disable()
@@ -324,9 +324,19 @@ def fit(algorithm: str, rows: list[dict[str, Any]], gamma: float, where: str | N
     """Fit alpha and beta of ``algorithm`` to its rows (world_size, bytes, time_us) in regime ``where`` (None: any)."""
     if algorithm not in ALGORITHMS:
         raise UserError(f"no cost model for {algorithm!r}; modelled: {', '.join(sorted(ALGORITHMS))}")
-    pts = _points(rows, algorithm, where)
+    return _fit(algorithm, _points(rows, algorithm, where), gamma, where)
+
+
+def fit_machine(rows: list[dict[str, Any]], gamma: float, where: str | None = None) -> Fit:
+    """One alpha and beta for the machine: every modelled algorithm's points in regime ``where`` together."""
+    pts = [r for algo in sorted({r["algorithm"] for r in rows} & set(ALGORITHMS)) for r in _points(rows, algo, where)]
+    return _fit("machine", pts, gamma, where)
+
+
+def _fit(name: str, pts: list[dict[str, Any]], gamma: float, where: str | None) -> Fit:
+    """Least squares on relative error for alpha, beta >= 0 over ``pts``, gamma given."""
     if len(pts) < 2:
-        raise UserError(f"{algorithm}: need at least 2 benchmark points at >= 2 ranks to fit, got {len(pts)}")
+        raise UserError(f"{name}: need at least 2 benchmark points at >= 2 ranks to fit, got {len(pts)}")
     abg = np.array([row_terms(r) for r in pts])
     t = np.array([r["time_us"] * 1e-6 for r in pts])
     y = (t - abg[:, 2] * gamma) / t  # relative: divide each row by its measured time
@@ -334,7 +344,7 @@ def fit(algorithm: str, rows: list[dict[str, Any]], gamma: float, where: str | N
     model = abg @ np.array([alpha, beta, gamma])
     rel = np.abs(model - t) / t
     return Fit(
-        algorithm, where or "any", float(alpha), float(beta), gamma, len(pts), float(np.median(rel)), float(np.max(rel)),
+        name, where or "any", float(alpha), float(beta), gamma, len(pts), float(np.median(rel)), float(np.max(rel)),
         tuple((int(r["world_size"]), int(r["bytes"]), float(ti), float(mi)) for r, ti, mi in zip(pts, t, model)),
     )
 

@@ -1,34 +1,56 @@
 """All-reduce schedules simulated in SimGrid: the algorithms' own schedules on described networks, at any scale.
 
-:mod:`scalerepro.sim.engine` runs one all-reduce (every rank's schedule,
-one actor per rank and lane) on one platform in one process (SimGrid's
-engine is one per process); :func:`simulate` runs many such points, each
-in its own subprocess, and gathers their results.
+:mod:`scalerepro.sim.engine` runs one all-reduce (every rank's schedule)
+on one platform in one process (SimGrid's engine is one per process);
+:func:`simulate` runs many such points, each in its own subprocess kept to
+one core, as many at once as there are cores, and gathers their results.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import queue
 import subprocess
 import sys
-from dataclasses import asdict
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable
 
 from scalerepro.errors import UserError
-from scalerepro.sim.engine import Point
+from scalerepro.sim.engine import CORE_ENV, Point
 
 
-def simulate(points: Iterable[Point], progress: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
-    """Simulate every point, one subprocess each; their result rows, in order."""
+def simulate(points: Iterable[Point], progress: Callable[[int, int], None] | None = None,
+             jobs: int | None = None) -> list[dict[str, Any]]:
+    """Simulate every point, one subprocess each, ``jobs`` at once (default: the cores this process may use)."""
     todo = list(points)
-    rows = []
-    for i, point in enumerate(todo):
-        proc = subprocess.run([sys.executable, "-m", "scalerepro.sim.run", json.dumps(asdict(point))],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            raise UserError(f"simulating {point.algorithm} on {point.ranks} ranks, {point.nbytes} B failed: {last}")
-        rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    cores = sorted(os.sched_getaffinity(0))[: jobs or None]
+    free: queue.Queue[int] = queue.Queue()
+    for core in cores:
+        free.put(core)
+    done = [0]
+
+    def one(point: Point) -> dict[str, Any]:
+        core = free.get()
+        try:
+            row = _run(point, core)
+        finally:
+            free.put(core)
+        done[0] += 1
         if progress is not None:
-            progress(i + 1, len(todo))
-    return rows
+            progress(done[0], len(todo))
+        return row
+
+    with ThreadPoolExecutor(max_workers=len(cores)) as pool:
+        return list(pool.map(one, todo))
+
+
+def _run(point: Point, core: int) -> dict[str, Any]:
+    """One point in a subprocess on ``core``; its row, or a UserError with the subprocess's last line."""
+    proc = subprocess.run([sys.executable, "-m", "scalerepro.sim.run", point.as_json()], capture_output=True,
+                          text=True, env=os.environ | {CORE_ENV: str(core)})
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise UserError(f"simulating {point.algorithm} on {point.ranks} ranks of {point.platform.name}, "
+                        f"{point.nbytes} B failed: {last}")
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))

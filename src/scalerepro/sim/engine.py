@@ -1,57 +1,82 @@
-"""One simulated all-reduce: every rank's schedule as SimGrid actors on a torus of links.
+"""One simulated all-reduce: every rank's schedule run on a described platform in SimGrid.
 
-Each rank is a host; each lane of each rank's schedule is an actor that
-runs its stages in order: a stage posts its sends (``put_async``) and
-receives (``get_async``) on mailboxes named by (sender, receiver, lane),
-waits for all of them, then spends (bytes reduced x gamma) reducing.
-Library collectives are expanded into their library's algorithm first, as
-the cost model does (:func:`scalerepro.comm.costmodel.schedules`). The
-network model is CM02 (latency and bandwidth as given, no TCP window or
-latency factor), so on one hop per message a ring's time is exactly
-2(p-1) alpha + 2n(p-1)/p beta + n(p-1)/p gamma; contention between
+Each rank is a host; every lane of its schedule runs its stages in order
+(see :class:`_Driver`): a stage's messages are host-to-host transfers that
+start when both ends have reached them; when they have all arrived, the
+rank reduces what it received (a transfer to itself at 1/gamma bytes/s).
+Library collectives are expanded
+into their library's algorithm first, as the cost model does
+(:func:`scalerepro.comm.costmodel.schedules`). Platforms
+(:mod:`scalerepro.sim.platforms`): SimGrid's torus zone, or nodes of
+ports and adapters on a fat tree with routes for the pairs the schedules
+use. The network model is CM02 (latency and bandwidth as given, no TCP
+window, latency factor or cross traffic), so on one hop per message a ring's time is
+exactly 2(p-1) alpha + 2n(p-1)/p beta + n(p-1)/p gamma; contention between
 messages sharing a link is SimGrid's max-min flow sharing.
 
 Run as ``python -m scalerepro.sim.run '<Point as JSON>'``: prints one
 JSON row. SimGrid's engine can be made once per process, hence one
-process per point.
+process per point; the process keeps to one core, where SimGrid's thread
+switches cost a sixth of what they cost across two (measured: 9 against
+56 us per ``yield``).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import time
-from dataclasses import dataclass
+from collections import defaultdict, deque
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from scalerepro.comm.costmodel import UNPIPELINED, schedules
-from scalerepro.comm.schedule import Recv, Send, Spec
+from scalerepro.comm.costmodel import UNPIPELINED, no_cyclic_gc, schedules
+from scalerepro.comm.schedule import Recv, Schedule, Send, Spec
+from scalerepro.comm.shapes import GRID_DIMS
 from scalerepro.errors import UserError
+from scalerepro.sim.platforms import Platform
 
+CORE_ENV = "SCALEREPRO_SIM_CORE"  # the core a simulation process keeps to
 DEBIAN_DIST_PACKAGES = "/usr/lib/python3/dist-packages"  # where Debian's python3-simgrid puts its module
 INSTALL = "sudo apt-get install python3-simgrid (Debian/Ubuntu)"
 
 
 @dataclass(frozen=True)
 class Point:
-    """One simulation: ``algorithm`` over ``ranks`` on a torus of ``dims`` (product = ranks), ``nbytes`` float32."""
+    """One simulation: ``algorithm`` over ``ranks`` of ``platform``, ``nbytes`` of ``itemsize``-byte floats."""
 
     algorithm: str
     ranks: int
     nbytes: int
-    dims: tuple[int, ...]
-    link_GBps: float = 12.5
-    latency_us: float = 2.0
-    gamma_s_per_byte: float = 0.0
+    platform: Platform
     colors: int = 2
+    itemsize: int = 4
+    executor: str = "mpi"
+    grid: tuple[int, ...] = ()  # the rank grid of the 2-D algorithms, if not the platform's
 
     def __post_init__(self) -> None:
-        """Check the shape; errors name the field."""
-        if math.prod(self.dims) != self.ranks:
-            raise UserError(f"simulate: torus dims {list(self.dims)} hold {math.prod(self.dims)} ranks, not {self.ranks}")
-        if self.link_GBps <= 0 or self.latency_us < 0 or self.nbytes < 4:
-            raise UserError("simulate: link_GBps > 0, latency_us >= 0 and at least 4 bytes are required")
+        """Check the point fits the platform; errors name the field."""
+        self.platform.ranks(self.ranks)
+        if self.nbytes < self.itemsize:
+            raise UserError(f"simulate: {self.nbytes} bytes hold no {self.itemsize}-byte element")
+
+    def as_json(self) -> str:
+        """The point as JSON (what ``python -m scalerepro.sim.run`` reads)."""
+        return json.dumps(asdict(self) | {"platform": self.platform.as_dict()})
+
+    @classmethod
+    def from_json(cls, text: str) -> "Point":
+        """The point :meth:`as_json` wrote."""
+        fields = json.loads(text)
+        return cls(**(fields | {"platform": Platform(**fields["platform"]), "grid": tuple(fields.get("grid", ()))}))
+
+    def spec(self) -> Spec:
+        """The schedule spec: the torus slice as the grid of the 2-D algorithms, or the nodes of a fat tree."""
+        dims, nodes = self.platform.ranks(self.ranks)
+        grid = self.grid or (dims if dims and GRID_DIMS.get(self.algorithm, 0) in (None, 2) else ())
+        return Spec(self.ranks, 0, self.nbytes // self.itemsize, self.itemsize, self.colors, UNPIPELINED, grid, nodes)
 
 
 def load_simgrid() -> Any:
@@ -68,63 +93,223 @@ def load_simgrid() -> Any:
     return simgrid
 
 
-def _platform(sg: Any, point: Point) -> dict[int, Any]:
-    """A torus of ``point.dims`` hosts (split-duplex links); host of each rank."""
+def _torus(sg: Any, dims: tuple[int, ...], platform: Platform) -> list[Any]:
+    """SimGrid's torus zone of ``dims`` chips (split-duplex links, its own dimension-order routing); the hosts.
+
+    Each chip's loopback link runs at 1/gamma bytes/s: a reduction of n
+    bytes is a transfer of n bytes from the chip to itself.
+    """
     def netpoint(zone: Any, coord: list[int], ident: int) -> tuple[Any, None]:
         return zone.create_host(f"rank{ident}", 1e12).seal().netpoint, None
 
-    sg.NetZone.create_torus_zone("torus", None, list(point.dims), sg.ClusterCallbacks(netpoint, None, None),
-                                 point.link_GBps * 1e9, point.latency_us * 1e-6,
+    def loopback(zone: Any, coord: list[int], ident: int) -> Any:
+        return zone.create_link(f"rank{ident}.reduce", _reduce_rate(platform)).seal()
+
+    sg.NetZone.create_torus_zone("torus", None, list(dims), sg.ClusterCallbacks(netpoint, loopback, None),
+                                 platform.link_GBps * 1e9, platform.latency_us * 1e-6,
                                  sg.Link.SharingPolicy.SPLITDUPLEX).seal()
-    return {r: sg.Host.by_name(f"rank{r}") for r in range(point.ranks)}
+    return [sg.Host.by_name(f"rank{r}") for r in range(math.prod(dims))]
 
 
-def _lane(sg: Any, rank: int, index: int, lane: Any, itemsize: int, gamma: float) -> Any:
-    """The actor body running one lane of one rank's schedule."""
-    def run() -> None:
-        for stage in lane:
-            comms, reduced = [], 0
-            for step in stage:
-                if isinstance(step, Send):
-                    box = sg.Mailbox.by_name(f"{rank}>{step.peer}#{index}")
-                    comms.append(box.put_async(None, (step.hi - step.lo) * itemsize))
-                elif isinstance(step, Recv):
-                    got = sg.Mailbox.by_name(f"{step.peer}>{rank}#{index}").get_async()
-                    comms.append(got[0] if isinstance(got, tuple) else got)  # 3.32 returns (comm, payload)
-                    reduced += (step.hi - step.lo) * itemsize if step.reduce else 0
-            for comm in comms:
-                comm.wait()
-            if reduced and gamma:
-                sg.this_actor.sleep_for(reduced * gamma)
-    return run
+def _reduce_rate(platform: Platform) -> float:
+    """Bytes per second a rank reduces (1/gamma; effectively instant when gamma is 0)."""
+    return 1.0 / platform.gamma_s_per_byte if platform.gamma_s_per_byte > 0 else 1e18
+
+
+def _fattree(sg: Any, nodes: tuple[int, ...], platform: Platform, pairs: set[tuple[int, int]]) -> list[Any]:
+    """Nodes of ranks with a port each (in and out), adapters per node, a core link if oversubscribed; the hosts.
+
+    Routes are added for the (sender, receiver) pairs the schedules use only,
+    so a thousand ranks do not need a million routes; a rank's route to
+    itself is its reduction link (1/gamma bytes/s).
+    """
+    zone = sg.NetZone.create_full_zone("fattree")
+    p, g, nics = len(nodes), min(platform.ranks_per_node, len(nodes)), platform.nics_per_node
+    hosts = [zone.create_host(f"rank{r}", 1e12).seal() for r in range(p)]
+
+    def link(name: str, rate: float, latency_us: float = 0.0) -> Any:
+        made = zone.create_link(name, rate)
+        made.set_latency(latency_us * 1e-6)
+        return made.seal()
+
+    intra = (platform.intra_GBps or platform.link_GBps) * 1e9
+    port = [(link(f"r{r}.out", intra, platform.intra_latency_us), link(f"r{r}.in", intra)) for r in range(p)]
+    adapter = {(n, k): (link(f"n{n}.nic{k}.out", platform.link_GBps * 1e9, platform.latency_us),
+                        link(f"n{n}.nic{k}.in", platform.link_GBps * 1e9))
+               for n in set(nodes) for k in range(nics)} if len(set(nodes)) > 1 else {}
+    core = []
+    if platform.oversubscription > 1 and adapter:
+        core = [link("core", len(adapter) * platform.link_GBps * 1e9 / platform.oversubscription)]
+    for src, dst in sorted(pairs | {(r, r) for r in range(p)}):
+        if src == dst:
+            route = [link(f"r{src}.reduce", _reduce_rate(platform))]
+        elif nodes[src] == nodes[dst]:
+            route = [port[src][0], port[dst][1]]
+        else:
+            route = [adapter[nodes[src], (src % g) % nics][0], *core, adapter[nodes[dst], (dst % g) % nics][1]]
+        zone.add_route(hosts[src].netpoint, hosts[dst].netpoint, None, None, [sg.LinkInRoute(x) for x in route], False)
+    zone.seal()
+    return hosts
+
+
+def _pairs(schedules: list[Schedule]) -> set[tuple[int, int]]:
+    """Every (sender, receiver) pair the schedules send on."""
+    return {(r, step.peer) for r, s in enumerate(schedules) for step in s.steps() if isinstance(step, Send)}
+
+
+class _Driver:
+    """Runs every rank's schedule from a few actors: host-to-host transfers, started as both ends reach them.
+
+    Each lane of each rank (a *unit*) runs its stages in order, lanes
+    independently, as the executors run them. A message starts when its
+    sender and its receiver have both reached the stages holding it
+    (matched in order per sender, receiver and lane, as MPI matches); a
+    unit's stage ends when all its messages have arrived, then it reduces
+    (a transfer from its rank to itself, on the rank's 1/gamma link, which
+    the rank's lanes share) and moves on. SimGrid's Python actors are
+    threads: a thousand of them (one per rank) spend most of the time
+    switching, and one actor waiting on every transfer at once spends it
+    in ``wait_any`` over thousands. So a few actors each wait on the
+    transfers they started, handing half to a new actor when they hold
+    more than ``2 x PER_ACTOR``. Actors run one at a time, so they share
+    the units' state safely; a unit's counts are set before its first
+    transfer starts, so no completion can be seen before them.
+    """
+
+    def __init__(self, sg: Any, schedules: list[Schedule], hosts: list[Any], itemsize: int, gamma: float) -> None:
+        """Ready to run ``schedules`` on ``hosts``."""
+        self.sg, self.hosts, self.itemsize, self.gamma = sg, hosts, itemsize, gamma
+        self.base = [0]
+        for sched in schedules:
+            self.base.append(self.base[-1] + len(sched.lanes))
+        self.rank = [r for r, sched in enumerate(schedules) for _ in sched.lanes]
+        self.lane = [(i, lane) for sched in schedules for i, lane in enumerate(sched.lanes)]
+        n = len(self.rank)
+        self.stage, self.pending, self.reduced = [0] * n, [0] * n, [0] * n
+        self.sends: dict[tuple[int, int, int], deque[int]] = defaultdict(deque)
+        self.recvs: dict[tuple[int, int, int], int] = defaultdict(int)
+
+    def unfinished(self) -> list[int]:
+        """The ranks with a lane that did not run to its end."""
+        return sorted({self.rank[u] for u, (_, lane) in enumerate(self.lane) if self.stage[u] < len(lane)})
+
+    def actor(self, first: range) -> Any:
+        """The body of one actor: units ``first`` enter their first stage; it then serves what it started."""
+        def run() -> None:
+            out: _Started = ([], [])
+            for u in first:
+                self._enter(u, out)
+            self._serve(out)
+        return run
+
+    def _serve(self, out: "_Started") -> None:
+        """Wait on the transfers in ``out`` as they complete, handing half to a new actor when there are too many."""
+        active, what = out
+        while active:
+            if len(active) > 2 * PER_ACTOR:
+                split: _Started = (active[PER_ACTOR:], what[PER_ACTOR:])
+                del active[PER_ACTOR:], what[PER_ACTOR:]
+                self.sg.Actor.create("driver", self.hosts[0], self._serve, split)
+            i = self.sg.Comm.wait_any(active)
+            src, dst = what[i]
+            active[i], what[i] = active[-1], what[-1]
+            active.pop()
+            what.pop()
+            if src == dst:
+                self._advance(src, out)
+            else:
+                self._arrived(src, out)
+                self._arrived(dst, out)
+
+    def _enter(self, u: int, out: "_Started") -> None:
+        """Unit u posts the messages of its current stage."""
+        (index, lane), k, r = self.lane[u], self.stage[u], self.rank[u]
+        if k >= len(lane):
+            return
+        steps = lane[k]
+        self.pending[u] = len(steps)
+        self.reduced[u] = sum((s[2] - s[1]) * self.itemsize for s in steps if type(s) is Recv and s[3])
+        if not steps:
+            self._finish(u, out)
+        for step in steps:
+            size, peer = (step[2] - step[1]) * self.itemsize, self.base[step[0]] + index
+            if type(step) is Send:
+                key = (u, peer, index)
+                if self.recvs[key]:
+                    self.recvs[key] -= 1
+                    self._start(u, peer, size, out)
+                else:
+                    self.sends[key].append(size)
+            else:
+                key = (peer, u, index)
+                if self.sends[key]:
+                    self._start(peer, u, self.sends[key].popleft(), out)
+                else:
+                    self.recvs[key] += 1
+
+    def _start(self, src: int, dst: int, size: int, out: "_Started") -> None:
+        """A transfer of ``size`` bytes from unit src's host to dst's (a reduction when src == dst), in ``out``."""
+        out[1].append((src, dst))
+        out[0].append(self.sg.Comm.sendto_async(self.hosts[self.rank[src]], self.hosts[self.rank[dst]], size))
+
+    def _arrived(self, u: int, out: "_Started") -> None:
+        """One of unit u's messages is done."""
+        self.pending[u] -= 1
+        if self.pending[u] == 0:
+            self._finish(u, out)
+
+    def _finish(self, u: int, out: "_Started") -> None:
+        """Unit u's messages are done: reduce what it received, then move on."""
+        if self.reduced[u] and self.gamma:
+            self._start(u, u, self.reduced[u], out)
+        else:
+            self._advance(u, out)
+
+    def _advance(self, u: int, out: "_Started") -> None:
+        """Unit u enters its next stage."""
+        self.stage[u] += 1
+        self._enter(u, out)
+
+
+_Started = tuple[list[Any], list[tuple[int, int]]]  # one actor's transfers in flight and (sender, receiver) of each
+ACTORS = 32  # driver actors at the start
+PER_ACTOR = 16  # transfers one actor waits on before it hands half to a new one: wait_any's cost grows with the list
 
 
 def run_point(point: Point) -> dict[str, Any]:
     """Simulate ``point`` in this process (once per process); its result row."""
     sg = load_simgrid()
-    engine = sg.Engine(["scalerepro", "--log=root.thres:critical", "--cfg=network/model:CM02"])
-    hosts = _platform(sg, point)
-    grid = point.dims if len(point.dims) == 2 else ()
-    spec = Spec(point.ranks, 0, point.nbytes // 4, 4, point.colors, UNPIPELINED, grid)
+    engine = sg.Engine(["scalerepro", "--log=root.thres:critical", "--cfg=network/model:CM02",
+                        "--cfg=network/crosstraffic:0"])
     t0 = time.perf_counter()
-    for rank, schedule in enumerate(schedules(point.algorithm, spec)):
-        for i, lane in enumerate(schedule.lanes):
-            sg.Actor.create(f"r{rank}l{i}", hosts[rank], _lane(sg, rank, i, lane, 4, point.gamma_s_per_byte))
-    engine.run()
+    with no_cyclic_gc():
+        ranks = list(schedules(point.algorithm, point.spec(), point.executor))
+        dims, nodes = point.platform.ranks(point.ranks)
+        hosts = _torus(sg, dims, point.platform) if dims else _fattree(sg, nodes, point.platform, _pairs(ranks))
+        driver = _Driver(sg, ranks, hosts, point.itemsize, point.platform.gamma_s_per_byte)
+        units, actors = len(driver.rank), min(ACTORS, point.ranks)
+        for j in range(actors):
+            sg.Actor.create(f"driver{j}", hosts[j], driver.actor(range(j, units, actors)))
+        engine.run()
+    unfinished = driver.unfinished()
+    if unfinished:
+        raise UserError(f"simulate: {point.algorithm} on {point.ranks} ranks stopped with rank {unfinished[0]} "
+                        "waiting for a message (a schedule whose messages do not match)")
     seconds = float(engine.clock)
     algbw = point.nbytes / seconds / 1e9 if seconds > 0 else 0.0
-    return {"algorithm": point.algorithm, "ranks": point.ranks, "bytes": point.nbytes, "dims": list(point.dims),
-            "link_GBps": point.link_GBps, "latency_us": point.latency_us, "gamma_s_per_byte": point.gamma_s_per_byte,
+    return {"platform": point.platform.name, "algorithm": point.algorithm, "ranks": point.ranks,
+            "bytes": point.nbytes, "itemsize": point.itemsize, "shape": list(dims) if dims else
+            [min(point.platform.ranks_per_node, point.ranks), len(set(nodes))],
             "simulated_s": seconds, "algbw_GBps": algbw, "busbw_GBps": algbw * 2 * (point.ranks - 1) / point.ranks,
             "wall_s": time.perf_counter() - t0}
 
 
 def main(argv: list[str]) -> int:
     """``python -m scalerepro.sim.run POINT_JSON``: print the point's result row as JSON."""
+    allowed = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {int(os.environ.get(CORE_ENV, allowed[0]))})  # before SimGrid makes its threads
     try:
-        fields = json.loads(argv[0])
-        point = Point(**(fields | {"dims": tuple(fields["dims"])}))
-        print(json.dumps(run_point(point)))
+        print(json.dumps(run_point(Point.from_json(argv[0]))))
     except UserError as exc:
         print(f"scalerepro simulate: error: {exc}", file=sys.stderr)
         return 2

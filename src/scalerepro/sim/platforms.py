@@ -1,0 +1,134 @@
+"""Described machines to simulate on (config/platforms.yaml): every number with its source or marked assumed.
+
+A platform is one of two shapes:
+
+- ``torus``: one rank per chip on a 2-D torus of point-to-point links (the
+  TPU v3 pod); p ranks take the squarest p-chip slice, wrap-around kept.
+- ``fattree``: nodes of ``ranks_per_node`` accelerators, each with its own
+  port into the node's switch (NVLink, NVSwitch, shared memory), and
+  ``nics_per_node`` network adapters per node (local rank i on adapter
+  i mod nics) into a fat tree; ``oversubscription`` > 1 adds one shared core
+  link carrying (adapters x link bandwidth / oversubscription).
+
+``sources`` names where each number comes from; the loader refuses a
+number without one, so the file cannot quietly grow guesses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scalerepro.comm.shapes import squarest
+from scalerepro.errors import UserError
+
+SHAPES = ("torus", "fattree")
+NUMBERS = ("max_ranks", "ranks_per_node", "intra_GBps", "intra_latency_us", "link_GBps", "latency_us",
+           "nics_per_node", "oversubscription", "gamma_s_per_byte", "images_per_s_per_accelerator", "overlap")
+
+
+@dataclass(frozen=True)
+class Platform:
+    """One machine: its shape, links (GB/s per direction, latency in us), reduction cost and ResNet-50 rate."""
+
+    name: str
+    shape: str
+    max_ranks: int
+    link_GBps: float
+    latency_us: float
+    gamma_s_per_byte: float
+    ranks_per_node: int = 1
+    intra_GBps: float = 0.0
+    intra_latency_us: float = 0.0
+    nics_per_node: int = 1
+    oversubscription: float = 1.0
+    images_per_s_per_accelerator: float | None = None
+    overlap: float = 0.0
+    description: str = ""
+    sources: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        """Check the description; errors name the platform and the field."""
+        where = f"platform {self.name!r}"
+        if self.shape not in SHAPES:
+            raise UserError(f"{where}: shape {self.shape!r}; choose one of {', '.join(SHAPES)}")
+        positive = ["max_ranks", "link_GBps", "ranks_per_node", "nics_per_node", "oversubscription"]
+        if self.shape == "fattree" and self.ranks_per_node > 1:
+            positive.append("intra_GBps")
+        for name in positive:
+            if not getattr(self, name) > 0:
+                raise UserError(f"{where}: {name} must be > 0, got {getattr(self, name)}")
+        for name in ("latency_us", "intra_latency_us", "gamma_s_per_byte"):
+            if getattr(self, name) < 0:
+                raise UserError(f"{where}: {name} must be >= 0, got {getattr(self, name)}")
+        if not 0 <= self.overlap <= 1:
+            raise UserError(f"{where}: overlap is the fraction of compute the all-reduce can hide behind, 0..1")
+
+    def ranks(self, p: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(torus dims or (), node of every rank) for p ranks; an error if p does not fit."""
+        if p < 1 or p > self.max_ranks:
+            raise UserError(f"platform {self.name!r} holds 1..{self.max_ranks} ranks, not {p}")
+        if self.shape == "torus":
+            return tuple(squarest(p)), ()
+        g = min(self.ranks_per_node, p)
+        if p % g:
+            raise UserError(f"platform {self.name!r}: {p} ranks do not fill nodes of {g}; use a multiple of {g}")
+        return (), tuple(r // g for r in range(p))
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every field, for JSON (sources included)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def load(path: Path) -> dict[str, Platform]:
+    """Every platform in ``path``; errors name the file, the platform and the key."""
+    if not path.is_file():
+        raise UserError(f"platforms file {path} not found; it ships as config/platforms.yaml")
+    doc = yaml.safe_load(path.read_text()) or {}
+    entries = doc.get("platforms")
+    if not isinstance(entries, dict) or not entries:
+        raise UserError(f"{path}: expected a top-level 'platforms:' mapping of name -> description")
+    return {name: _platform(path, name, body) for name, body in entries.items()}
+
+
+def _platform(path: Path, name: str, body: Any) -> Platform:
+    """One entry of the file as a Platform, every number sourced."""
+    if not isinstance(body, dict):
+        raise UserError(f"{path}: platform {name!r} must be a mapping of keys")
+    known = {f.name for f in fields(Platform)} - {"name"}
+    unknown = sorted(set(body) - known)
+    if unknown:
+        raise UserError(f"{path}: platform {name!r}: unknown key(s) {unknown}; known: {sorted(known)}")
+    for key in ("shape", "max_ranks", "link_GBps", "latency_us", "gamma_s_per_byte"):
+        if key not in body:
+            raise UserError(f"{path}: platform {name!r} lacks key {key!r}")
+    sources = body.get("sources") or {}
+    unsourced = [k for k in NUMBERS if body.get(k) is not None and not str(sources.get(k, "")).strip()]
+    if unsourced:
+        raise UserError(f"{path}: platform {name!r}: give sources.{unsourced[0]} (a paper, a vendor spec, "
+                        "or 'assumed: why')")
+    try:
+        return Platform(name=name, **body)
+    except TypeError as exc:
+        raise UserError(f"{path}: platform {name!r}: {exc}") from None
+
+
+def pick(platforms: dict[str, Platform], name: str, path: Path) -> Platform:
+    """The platform called ``name``; an error listing the ones there are."""
+    if name not in platforms:
+        raise UserError(f"{path}: no platform {name!r}; there are: {', '.join(platforms)}")
+    return platforms[name]
+
+
+def fitted(name: str, alpha_s: float, beta_s_per_byte: float, gamma_s_per_byte: float, ranks_per_node: int,
+           source: str) -> Platform:
+    """A one-node platform from fitted costs: every rank's port at 1/beta, latency alpha (the measured machine)."""
+    gbps = 1.0 / beta_s_per_byte / 1e9 if beta_s_per_byte > 0 else 1e6
+    why = {k: source for k in ("max_ranks", "ranks_per_node", "intra_GBps", "intra_latency_us", "gamma_s_per_byte")}
+    return Platform(name, "fattree", ranks_per_node, link_GBps=gbps, latency_us=0.0, gamma_s_per_byte=gamma_s_per_byte,
+                    ranks_per_node=ranks_per_node, intra_GBps=gbps, intra_latency_us=alpha_s * 1e6,
+                    description="the measured machine: one node, costs fitted from this run's bench", sources=why)
+

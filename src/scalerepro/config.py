@@ -157,7 +157,7 @@ class BenchConfig:
 class SimulateConfig:
     """The papers' scale in SimGrid: platforms, algorithms, rank counts, gradient types, images per rank."""
 
-    enabled: bool
+    enabled: bool | str  # True, False or "auto"
     platforms: tuple[str, ...]
     algorithms: tuple[str, ...]
     ranks: tuple[int, ...]

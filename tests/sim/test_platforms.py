@@ -63,3 +63,18 @@ def test_unknown_platform_lists_the_known(tmp_path):
     path = write(tmp_path, GOOD)
     with pytest.raises(UserError, match=r"no platform 'q'; there are: p"):
         pick(load(path), "q", path)
+
+
+def test_simulation_rules_follow_enabled_and_simgrid(monkeypatch, capsys):
+    import scalerepro.sim as sim
+
+    def absent() -> None:
+        raise UserError("SimGrid's Python module is not installed; run: sudo apt-get install python3-simgrid")
+
+    monkeypatch.setattr(sim, "load_simgrid", absent)
+    assert sim.enabled(False) is False
+    assert sim.enabled("auto") is False and "left out (simulate.enabled: auto)" in capsys.readouterr().err
+    with pytest.raises(UserError, match="simulate.enabled is true but .*apt-get install python3-simgrid"):
+        sim.enabled(True)
+    monkeypatch.setattr(sim, "load_simgrid", lambda: None)
+    assert sim.enabled("auto") is True and sim.enabled(True) is True

@@ -82,6 +82,21 @@ def test_dry_run_without_simulation_leaves_its_rules_out(tmp_path):
     assert not {"simulate_validate", "simulate_scale"} & set(job_counts(proc.stdout))
 
 
+def test_dry_run_on_a_machine_without_simgrid_plans_the_rest(tmp_path):
+    """simulate.enabled: auto (the default) leaves the simulation out where SimGrid is missing, and says so."""
+    wf = workflow_copy(tmp_path)
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "simgrid.py").write_text("raise ImportError('not installed here')\n")
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(hide)}
+    proc = subprocess.run([str(BIN / "snakemake"), "-n", "--cores", "2"], cwd=wf, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    counts = job_counts(proc.stdout)
+    assert counts["analyze"] == 1 and not {"simulate_validate", "simulate_scale"} & set(counts)
+    assert "apt-get install python3-simgrid" in proc.stderr
+
+
 def test_dry_run_plans_the_whole_grid(tmp_path):
     wf = workflow_copy(tmp_path)
     (wf / "grid.yaml").write_text(yaml.safe_dump({"train": {"algorithms": ["ring", "native"], "ranks": [1, 2],

@@ -5,6 +5,8 @@
 import json
 from pathlib import Path
 
+from scalerepro.sim import enabled as simulation_enabled
+
 DATASET = str(CFG.dataset.path)
 SPLITS = ["train", "val"]
 # One training run per grid point: algorithm x rank count x BN group x seed x repetition.
@@ -29,7 +31,7 @@ BENCH_RUNS = expand("results/bench/n{ranks}.json", ranks=CFG.bench.ranks)
 TABLES = expand("results/collect/{table}.csv", table=["runs", "epochs", "evals", "steps", "bench"])
 SIM_VALIDATION = expand("results/simulation/{name}", name=["validation.csv", "validation_summary.csv", "validation.json"])
 SIM_SCALE = expand("results/simulation/{name}", name=["scale_points.csv", "scale.csv", "papers.csv", "scale.json"])
-SIMULATION = SIM_VALIDATION + SIM_SCALE if CFG.simulate.enabled else []
+SIMULATION = SIM_VALIDATION + SIM_SCALE if simulation_enabled(CFG.simulate.enabled) else []
 ANALYSIS = expand(
     "results/analysis/{name}.csv",
     name=["runs", "scaling", "busbw", "comparison", "tta", "simulated", "papers", "validation"],

@@ -17,7 +17,25 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable
 
 from scalerepro.errors import UserError
-from scalerepro.sim.engine import CORE_ENV, Point
+from scalerepro.sim.engine import CORE_ENV, Point, load_simgrid
+
+
+def enabled(setting: bool | str) -> bool:
+    """Whether the workflow runs the simulation rules for ``simulate.enabled`` (True, False or "auto").
+
+    True without SimGrid is a UserError naming the install command; "auto"
+    without it leaves the rules out and says so on stderr.
+    """
+    if setting is False:
+        return False
+    try:
+        load_simgrid()
+    except UserError as exc:
+        if setting is True:
+            raise UserError(f"simulate.enabled is true but {exc}; or set simulate.enabled to auto or false") from None
+        print(f"scalerepro: simulation rules left out (simulate.enabled: auto): {exc}", file=sys.stderr)
+        return False
+    return True
 
 
 def simulate(points: Iterable[Point], progress: Callable[[int, int], None] | None = None,

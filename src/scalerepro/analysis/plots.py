@@ -131,12 +131,12 @@ def _by_size(ax: plt.Axes, data: pd.DataFrame, y: str) -> None:
     sns.lineplot(data=data.assign(ranks=data["ranks"].astype(str)), x="bytes", y=y, hue="algorithm", style="ranks",
                  marker="o", ax=ax)
     ax.set_xscale("log", base=2)
-    ax.legend(title="algorithm / ranks", fontsize=7)
+    ax.legend(title="algorithm / ranks", fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
 
 def busbw_plot(bench: pd.DataFrame, path: Path) -> Path:
     """Bus bandwidth vs message size per algorithm and rank count."""
-    fig, ax = plt.subplots(figsize=(6, 4.2))
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
     if len(bench):
         _by_size(ax, bench.assign(ranks=bench["world_size"]), "busbw_GBps")
     else:
@@ -163,7 +163,7 @@ def breakdown_plot(runs: pd.DataFrame, path: Path) -> Path:
 
 def validation_plot(validation: pd.DataFrame, path: Path) -> Path:
     """Simulated / measured all-reduce time vs message size, per algorithm and rank count (1 = exact)."""
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
     if len(validation):
         _by_size(ax, validation, "ratio")
         ax.axhline(1.0, color="k", lw=1)

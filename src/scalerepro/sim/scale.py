@@ -45,7 +45,7 @@ def points(platform: Platform, algorithms: list[str], ranks: list[int], dtypes: 
     """
     for dtype in dtypes:
         if dtype not in ITEMSIZE:
-            raise UserError(f"simulate: dtype {dtype!r}; choose from {', '.join(ITEMSIZE)}")
+            raise UserError(f"--dtypes {dtype}: choose from {', '.join(ITEMSIZE)}")
     sizes = sorted({size for dtype in dtypes for size in buckets(RESNET50_PARAMETERS, ITEMSIZE[dtype], bucket_mib)})
     return [Point(algo, p, size, platform, colors, 4 if size % 4 == 0 else 2)
             for p in ranks for size in sizes for algo in algorithms]

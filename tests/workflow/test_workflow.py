@@ -69,9 +69,9 @@ def test_dry_run_default_plans_every_stage(tmp_path):
     proc = snakemake(workflow_copy(tmp_path), "-n", "--cores", "2")
     assert proc.returncode == 0, proc.stderr
     counts = job_counts(proc.stdout)
-    assert counts == {"make_dataset": 1, "shard": 2, "train": 4, "bench": 1, "cost_model": 1, "collect": 1,
+    assert counts == {"make_dataset": 1, "shard": 2, "train": 4, "bench": 2, "cost_model": 1, "collect": 1,
                       "simulate_validate": 1, "simulate_scale": 1, "analyze": 1, "plot": 1, "mlperf_logs": 1,
-                      "all": 1, "total": 16}
+                      "all": 1, "total": 17}
 
 
 def test_dry_run_without_simulation_leaves_its_rules_out(tmp_path):
@@ -115,9 +115,10 @@ def test_dry_run_cluster_config_with_slurm_profile(tmp_path):
     assert proc.returncode == 0, proc.stderr
     counts = job_counts(proc.stdout)
     assert "make_dataset" not in counts  # ImageNet is an existing folder, never generated
-    assert counts["train"] == 6 * 3 and counts["bench"] == 6  # nccl, native, ring at 6 GPU counts
+    assert counts["train"] == 6 * 6 and counts["bench"] == 6  # nccl, native, ring and the papers' 3 at 6 GPU counts
     assert "results/train/ring/n256/g1-s0-r0/run.json" in proc.stdout
     assert "results/train/nccl/n8/g1-s0-r0/run.json" in proc.stdout
+    assert "results/train/torus2d/n64/g1-s0-r0/run.json" in proc.stdout
 
 
 def test_slurm_profile_launches_ranks_with_srun():

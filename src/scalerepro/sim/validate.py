@@ -5,8 +5,8 @@
 once over every algorithm's bench points (:func:`costmodel.fit_machine`,
 one pair for the machine, not one per algorithm), gamma as the bench
 measured it. Oversubscribed runs (more ranks than cores) are a different
-machine, and each executor's transport a different network: each gets its
-own fit. Each measured (algorithm, ranks, size) is
+machine, and each executor's transport, and each library's own collective,
+a different path: each gets its own fit (see :func:`machines`). Each measured (algorithm, ranks, size) is
 then simulated with the schedule it ran (its colors and grid), and the
 table sets simulated against measured.
 """
@@ -27,29 +27,35 @@ BAR_BYTES = 64 << 10  # the validation bar holds from this size up
 
 
 def machines(rows: list[dict[str, Any]], gamma: float) -> dict[tuple[str, str], Platform]:
-    """(regime, executor) -> this machine as a platform, fitted from the bench rows run that way.
+    """(regime, path) -> this machine as a platform, fitted from the bench rows that took that path.
 
     The executors reach the other ranks differently (MPI: shared memory;
-    torch's gloo: TCP through the loopback), so each is its own network.
+    torch's gloo: TCP through the loopback), and a library's collective
+    (``native``: MPI_Allreduce, ``gloo``, ``nccl``) is a black box the
+    simulation can only stand in for by the schedule its library is known
+    to use, so its copies and waits are its own: each path is its own
+    network, fitted on its own points.
     """
     out = {}
-    for where, executor in sorted({_kind(r) for r in rows if r["world_size"] > 1}):
-        mine = [r for r in rows if _kind(r) == (where, executor)]
+    for where, path in sorted({_kind(r) for r in rows if r["world_size"] > 1}):
+        mine = [r for r in rows if _kind(r) == (where, path)]
         f = fit_machine(mine, gamma, where)
         name = MACHINE + ("-oversubscribed" if where == "oversubscribed" else "") + (
-            f"-{executor}" if executor != "mpi" else "")
-        source = (f"fitted: bench, {f.points} {executor}-executor points in the {where} regime, median |residual| "
+            f"-{path}" if path != "mpi" else "")
+        source = (f"fitted: bench, {f.points} points on the {path} path in the {where} regime, median |residual| "
                   f"{f.median_rel_residual:.1%}")
-        out[where, executor] = fitted(name, f.alpha_s, f.beta_s_per_byte, gamma, max(r["world_size"] for r in mine),
-                                      source)
+        out[where, path] = fitted(name, f.alpha_s, f.beta_s_per_byte, gamma, max(r["world_size"] for r in mine),
+                                  source)
     if not out:
         raise UserError("the bench JSONs hold no run at 2 or more ranks to fit this machine from")
     return out
 
 
 def _kind(row: dict[str, Any]) -> tuple[str, str]:
-    """(regime, executor) of a bench row."""
-    return regime(row), row.get("executor") or "mpi"
+    """(regime, path) of a bench row: a library collective's own name, else the executor that ran the schedule."""
+    algo = (row.get("schedule") or {}).get("algorithm", row["algorithm"])
+    entry = ALGORITHMS.get(algo)
+    return regime(row), algo if entry is not None and entry.executor else row.get("executor") or "mpi"
 
 
 def measured(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

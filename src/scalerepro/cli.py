@@ -313,21 +313,10 @@ def _int_list(text: str, flag: str) -> tuple[int, ...]:
 
 def cmd_cost_model(args: argparse.Namespace) -> None:
     """Fit alpha/beta/gamma per algorithm from bench JSONs; print residuals; project ResNet-50 gradients."""
-    import statistics
-
-    from scalerepro.analysis.collect import bench_rows, load_json
     from scalerepro.comm.costmodel import Topology, fit_regimes, for_projection, projection
     from scalerepro.io import write_json_atomic
 
-    paths = _expand(args.bench)
-    if not paths:
-        raise UserError(f"no bench JSON matches {args.bench}; run `scalerepro bench` first")
-    records = [load_json(p) for p in paths]
-    rows = [row for rec in records for row in bench_rows(rec)]
-    gammas = [rec["reduction_s_per_byte"] for rec in records if rec.get("reduction_s_per_byte")]
-    if not gammas:
-        raise UserError("the bench JSONs carry no reduction_s_per_byte (gamma); re-run `scalerepro bench`")
-    gamma = statistics.median(gammas)
+    paths, rows, gamma = _bench_rows(args.bench)
     # auto is not one schedule (it picks per size), so it has no alpha-beta of its own
     algos = args.algos.split(",") if args.algos else sorted({r["algorithm"] for r in rows} - {"auto"})
     fits = fit_regimes(algos, rows, gamma)
@@ -357,8 +346,8 @@ def cmd_cost_model(args: argparse.Namespace) -> None:
     })
 
 
-def _bench_rows(patterns: list[str]) -> tuple[list[dict[str, Any]], float]:
-    """Every row of the bench JSONs matching ``patterns``, and their median measured gamma (s/byte)."""
+def _bench_rows(patterns: list[str]) -> tuple[list[Path], list[dict[str, Any]], float]:
+    """The bench JSONs matching ``patterns``, every row of them, and their median measured gamma (s/byte)."""
     import statistics
 
     from scalerepro.analysis.collect import bench_rows, load_json
@@ -370,7 +359,7 @@ def _bench_rows(patterns: list[str]) -> tuple[list[dict[str, Any]], float]:
     gammas = [rec["reduction_s_per_byte"] for rec in records if rec.get("reduction_s_per_byte")]
     if not gammas:
         raise UserError("the bench JSONs carry no reduction_s_per_byte (gamma); re-run `scalerepro bench`")
-    return [row for rec in records for row in bench_rows(rec)], statistics.median(gammas)
+    return paths, [row for rec in records for row in bench_rows(rec)], statistics.median(gammas)
 
 
 def _platforms(args: argparse.Namespace) -> list[Any]:
@@ -383,7 +372,7 @@ def _platforms(args: argparse.Namespace) -> list[Any]:
     if MACHINE in names:
         if not args.bench:
             raise UserError(f"--platform {MACHINE} is fitted from this machine's bench: give --bench FILE...")
-        fits = machines(*_bench_rows(args.bench))
+        fits = machines(*_bench_rows(args.bench)[1:])
         chosen.append(fits.get(("dedicated", "mpi")) or next(iter(fits.values())))
         names.remove(MACHINE)
     if names:
@@ -457,7 +446,7 @@ def cmd_simulate_validate(args: argparse.Namespace) -> None:
     from scalerepro.sim.engine import load_simgrid
 
     load_simgrid()
-    rows, gamma = _bench_rows(args.bench)
+    _, rows, gamma = _bench_rows(args.bench)
     machines = validate.machines(rows, gamma)
     kept = validate.measured(rows)
     simulated, skipped = _simulated(validate.points(kept, machines), "simulate-validate", args.jobs)
@@ -488,7 +477,7 @@ def cmd_simulate_scale(args: argparse.Namespace) -> None:
     dtypes = [d for d in args.dtypes.split(",") if d]
     claims = papers.load_claims(Path(args.platforms))
     points = scale.unique([pt for plat in platforms for pt in scale.points(
-        plat, algos, [p for p in ranks if _fits(plat, p)], dtypes, args.bucket_mib, args.colors)]
+        plat, algos, [p for p in ranks if plat.holds(p)], dtypes, args.bucket_mib, args.colors)]
         + scale.claim_points(claims, platforms, args.bucket_mib, args.colors, args.claims_max_ranks))
     rows, skipped = _simulated(points, "simulate-scale", args.jobs)
     steps = [s for plat in platforms for s in scale.steps(rows, plat, args.bucket_mib, args.batch)]
@@ -501,15 +490,6 @@ def cmd_simulate_scale(args: argparse.Namespace) -> None:
         pub = "not stated" if c["published"] is None else f"{c['published']:.4g}"
         print(f"{c['paper']}: {c['claim']}: published {pub}, simulated {sim}"
               + (f" -> revisit {c['assumption_to_revisit']}" if c["assumption_to_revisit"] else ""), file=sys.stderr)
-
-
-def _fits(platform: Any, p: int) -> bool:
-    """Whether p ranks fit the platform (whole nodes, at most its size)."""
-    try:
-        platform.ranks(p)
-    except UserError:
-        return False
-    return True
 
 
 def cmd_collect(args: argparse.Namespace) -> None:

@@ -148,13 +148,13 @@ VALIDATION_COLUMNS = ["algorithm", "modelled_as", "ranks", "bytes", "regime", "p
 
 def simulation(sim_dir: Path | None) -> dict[str, pd.DataFrame]:
     """The simulation's tables (scale -> simulated, papers, validation); empty ones when it did not run."""
-    names = {"simulated.csv": ("scale.csv", SIMULATED_COLUMNS), "papers.csv": ("papers.csv", PAPERS_COLUMNS),
-             "validation.csv": ("validation.csv", VALIDATION_COLUMNS)}
+    names = {"simulated.csv": ("scale.csv", "simulate-scale", SIMULATED_COLUMNS),
+             "papers.csv": ("papers.csv", "simulate-scale", PAPERS_COLUMNS),
+             "validation.csv": ("validation.csv", "simulate-validate", VALIDATION_COLUMNS)}
     out = {}
-    for name, (source, cols) in names.items():
-        path = sim_dir / source if sim_dir is not None else None
-        out[name] = (read_csv(path, f"simulate-{'validate' if 'valid' in name else 'scale'}").reindex(columns=cols)
-                     if path is not None else pd.DataFrame(columns=cols))
+    for name, (source, writer, cols) in names.items():
+        out[name] = (read_csv(sim_dir / source, writer).reindex(columns=cols) if sim_dir is not None
+                     else pd.DataFrame(columns=cols))
     return out
 
 

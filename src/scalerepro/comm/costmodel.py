@@ -314,10 +314,14 @@ def row_spec(row: dict[str, Any]) -> Spec:
                 UNPIPELINED, tuple(comm.get("grid") or ()), tuple(row.get("nodes") or ()))
 
 
+def row_algorithm(row: dict[str, Any]) -> str:
+    """The algorithm a bench row ran (``auto`` rows: the one it chose)."""
+    return str((row.get("schedule") or {}).get("algorithm", row["algorithm"]))
+
+
 def row_terms(row: dict[str, Any]) -> tuple[float, float, float]:
     """(A, B, G) of a bench row's algorithm at its size and rank count (``auto`` rows: the algorithm it chose)."""
-    algo = (row.get("schedule") or {}).get("algorithm", row["algorithm"])
-    return terms(algo, row_spec(row), row.get("executor") or "mpi")
+    return terms(row_algorithm(row), row_spec(row), row.get("executor") or "mpi")
 
 
 def fit(algorithm: str, rows: list[dict[str, Any]], gamma: float, where: str | None = None) -> Fit:

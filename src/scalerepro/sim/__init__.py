@@ -13,7 +13,7 @@ import os
 import queue
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any, Callable, Iterable
 
 from scalerepro.errors import UserError
@@ -46,21 +46,21 @@ def simulate(points: Iterable[Point], progress: Callable[[int, int], None] | Non
     free: queue.Queue[int] = queue.Queue()
     for core in cores:
         free.put(core)
-    done = [0]
 
     def one(point: Point) -> dict[str, Any]:
         core = free.get()
         try:
-            row = _run(point, core)
+            return _run(point, core)
         finally:
             free.put(core)
-        done[0] += 1
-        if progress is not None:
-            progress(done[0], len(todo))
-        return row
 
     with ThreadPoolExecutor(max_workers=len(cores)) as pool:
-        return list(pool.map(one, todo))
+        futures = [pool.submit(one, point) for point in todo]
+        for done, finished in enumerate(as_completed(futures), 1):
+            finished.result()  # a failed point raises here, before more progress is reported
+            if progress is not None:
+                progress(done, len(todo))
+        return [f.result() for f in futures]
 
 
 def _run(point: Point, core: int) -> dict[str, Any]:

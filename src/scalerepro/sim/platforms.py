@@ -78,6 +78,14 @@ class Platform:
             raise UserError(f"platform {self.name!r}: {p} ranks do not fill nodes of {g}; use a multiple of {g}")
         return (), tuple(r // g for r in range(p))
 
+    def holds(self, p: int) -> bool:
+        """Whether p ranks fit (whole nodes, at most the platform's size)."""
+        try:
+            self.ranks(p)
+        except UserError:
+            return False
+        return True
+
     def as_dict(self) -> dict[str, Any]:
         """Every field, for JSON (sources included)."""
         return {f.name: getattr(self, f.name) for f in fields(self)}

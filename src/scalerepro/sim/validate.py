@@ -16,7 +16,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from scalerepro.comm.costmodel import fit_machine, regime
+from scalerepro.comm.costmodel import fit_machine, regime, row_algorithm
 from scalerepro.comm.algorithms import ALGORITHMS
 from scalerepro.errors import UserError
 from scalerepro.sim.engine import Point
@@ -53,7 +53,7 @@ def machines(rows: list[dict[str, Any]], gamma: float) -> dict[tuple[str, str], 
 
 def _kind(row: dict[str, Any]) -> tuple[str, str]:
     """(regime, path) of a bench row: a library collective's own name, else the executor that ran the schedule."""
-    algo = (row.get("schedule") or {}).get("algorithm", row["algorithm"])
+    algo = row_algorithm(row)
     entry = ALGORITHMS.get(algo)
     return regime(row), algo if entry is not None and entry.executor else row.get("executor") or "mpi"
 
@@ -62,7 +62,7 @@ def measured(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The bench rows a simulation can stand beside: modelled algorithms (auto's choice), >= 2 ranks, a time."""
     keep = []
     for r in rows:
-        algo = (r.get("schedule") or {}).get("algorithm", r["algorithm"])
+        algo = row_algorithm(r)
         if algo in ALGORITHMS and r["world_size"] > 1 and r["time_us"] > 0 and r["bytes"] >= 4:
             keep.append(r | {"modelled": algo})
     return keep

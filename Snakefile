@@ -32,6 +32,7 @@ rule all:
     input:
         "results/metrics.json",
         "results/analysis/costmodel.json",
+        "results/reproduction.md",
         MLPERF_LOGS,
         PLOTS,
         PLOTS_SVG,

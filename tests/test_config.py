@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import FrozenInstanceError
 
 import pytest
 import yaml
+from snakemake.utils import update_config
 
 from scalerepro.cli import _parse_set
 from scalerepro.config import from_mapping, load, schema, validate
@@ -124,7 +126,43 @@ def test_cluster_config_means_the_same_laid_over_the_laptop_one():
     """`snakemake --configfile config/cluster.yaml` merges it over config/config.yaml: no laptop value may leak."""
     laptop = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     cluster = yaml.safe_load((REPO / "config" / "cluster.yaml").read_text())
-    merged = {k: dict(v) for k, v in laptop.items()}
-    for section, values in cluster.items():
-        merged.setdefault(section, {}).update(values)
+    merged = copy.deepcopy(laptop)
+    update_config(merged, cluster)  # Snakemake's own merge (deep: nested keys are added, not replaced)
     assert from_mapping(merged).to_dict() == from_mapping(cluster).to_dict()
+
+
+STUDIES = {"variants": {"lars": {"optimizer": "lars", "batch_per_rank": 128}, "split": {"emulate_nodes": 2}},
+           "studies": {"all": {"ranks": [4], "algorithms": ["ring", "multiring"], "variants": ["split"]},
+                       "lars": {"ranks": [4], "variants": ["base", "lars"]}, "off": None}}
+
+
+def test_studies_add_grid_points_once_each():
+    train = from_mapping({"train": {"ranks": [1, 4]} | STUDIES}).train
+    assert [p.run_id for p in train.points()] == [
+        "ring-n1-g1-s0-r0", "ring-n4-g1-s0-r0", "split-ring-n4-g1-s0-r0", "split-multiring-n4-g1-s0-r0",
+        "lars-ring-n4-g1-s0-r0"]  # base ring-n4 is in the main grid and the lars study: once
+    assert train.points()[2].path == "split/ring/n4/g1-s0-r0"
+
+
+def test_a_variant_lays_its_keys_over_train():
+    cfg = from_mapping({"train": {"ranks": [1, 4], "base_lr": 0.3} | STUDIES})
+    lars = cfg.for_variant("lars").train
+    assert (lars.optimizer, lars.batch_per_rank, lars.base_lr, lars.variant) == ("lars", 128, 0.3, "lars")
+    assert cfg.for_variant("base").train == cfg.train.__class__(**{**vars(cfg.train), "variants": {}, "studies": {}})
+    with pytest.raises(UserError, match=r"train variant 'nope' is not defined; defined: \['base', 'lars', 'split'\]"):
+        cfg.for_variant("nope")
+
+
+@pytest.mark.parametrize("train, message", [
+    ({"variants": {"x": {"base_lr": -1}}}, r"train.variants.x.base_lr: -1 is less than or equal to the minimum"),
+    ({"variants": {"x": {"ranks": [2]}}}, r"train.variants.x: \['ranks'\] are the grid's keys"),
+    ({"variants": {"x": {"bogus": 1}}}, r"train.variants.x.bogus: unknown key"),
+    ({"studies": {"s": {"variants": ["nope"]}}}, r"train.studies.s.variants: \['nope'\] not defined in train.variants"),
+    ({"studies": {"s": {"ranks": [3], "bn_groups": [2]}}}, r"train.studies.s.bn_groups: 2 does not divide"),
+    ({"studies": {"s": {"ranks": [3], "variants": ["two"]}}, "variants": {"two": {"emulate_nodes": 2}}},
+     r"train.studies.s: variant two emulates 2 nodes, which does not divide ranks \[3\]"),
+    ({"studies": {"s": {"ranks": [3], "tasks": 1}}}, r"train.studies.s.tasks: unknown key"),
+])
+def test_bad_studies_and_variants_are_named(train, message):
+    with pytest.raises(UserError, match=message):
+        from_mapping({"train": train})

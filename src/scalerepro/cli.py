@@ -14,6 +14,7 @@ import yaml
 from scalerepro import __version__
 from scalerepro.comm.costmodel import RESNET50_GRADIENT_BYTES
 from scalerepro.errors import UserError
+from scalerepro.oversubscription import emulate_nodes
 
 CONFIG_HELP = "YAML config file (e.g. config/config.yaml); keys missing there take the schema's defaults"
 
@@ -144,11 +145,12 @@ def _staged_dir(shards: Path, split: str, stage_root: str, direct: bool) -> Path
 
 def cmd_train(args: argparse.Namespace) -> int:
     """Run (or resume) one training run on all ranks; 128 + signal after a preemption checkpoint."""
-    from scalerepro.mpi import on_root, world
+    cfg = _config(args).for_variant(args.variant)
+    emulate_nodes(cfg.train.emulate_nodes)  # before MPI starts (the import below)
+    from scalerepro.mpi import block_ordered, on_root, world
     from scalerepro.train.checkpoint import Preempted
     from scalerepro.train.loop import RunSpec, run
 
-    cfg = _config(args)
     shards = Path(args.shards)
     spec = RunSpec(
         config=cfg,
@@ -159,7 +161,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         repetition=args.rep,
     )
     try:
-        record = run(spec, world())
+        record = run(spec, block_ordered(world()) if cfg.train.emulate_nodes > 1 else world())
     except Preempted as exc:
         on_root(world(), lambda: print(f"scalerepro train: {exc}", file=sys.stderr, flush=True))
         return 128 + exc.signum
@@ -530,6 +532,17 @@ def cmd_plot(args: argparse.Namespace) -> None:
         print(path, file=sys.stderr)
 
 
+def cmd_reproduce(args: argparse.Namespace) -> None:
+    """Analysis tables + the papers' claims -> one reproduction card per paper."""
+    from scalerepro.analysis.reproduce import reproduce
+
+    command = "scalerepro reproduce " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["reproduce"] else "scalerepro reproduce"
+    table = reproduce(Path(args.analysis), Path(args.claims), Path(args.out), Path(args.csv), Path(args.json), command)
+    counts = table["verdict"].str.split(r"\s*[(:]", regex=True).str[0].value_counts()
+    print(f"{len(table)} claims: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + f" -> {args.out}",
+          file=sys.stderr)
+
+
 def _platform_args(s: argparse.ArgumentParser, default: str) -> None:
     """--platform, --platforms, --bench and --colors, shared by the simulate commands."""
     s.add_argument("--platform", default=default, help="comma-separated platform names of --platforms, `all`, or "
@@ -585,6 +598,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True, metavar="DIR",
                    help="run directory (events.jsonl, run.json, checkpoint.pt); a checkpoint there is resumed from")
     s.add_argument("--no-stage", action="store_true", help="read the shard folder directly instead of the staged copy")
+    s.add_argument("--variant", default="base", metavar="NAME",
+                   help="train recipe from train.variants to lay over the train section (default base: as written)")
     s.add_argument("--rep", type=int, default=0, metavar="K",
                    help="repetition index of this run among runs with the same settings (recorded; default 0)")
     s.set_defaults(fn=cmd_train)
@@ -742,6 +757,20 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--analysis", required=True, metavar="DIR", help="folder written by `analyze`")
     s.add_argument("--out", required=True, metavar="DIR", help="folder for PNG figures")
     s.set_defaults(fn=cmd_plot)
+
+    s = sub.add_parser("reproduce", help="one reproduction card per paper: claims, published, measured, simulated, verdict",
+                       description="Verdicts: reproduced; not reproduced (by how much); not measurable here (what it "
+                       "would take); not in this run (the sweep lacks the runs). Measures: busbw_ratio (bench, largest "
+                       "ranks and message), accuracy_agreement (final top-1 against ring within the ring's seed noise), "
+                       "recipe_delta (top-1 of one recipe run minus another's), scaling_efficiency (reported, not judged), "
+                       "not_measurable.")
+    s.add_argument("--analysis", required=True, metavar="DIR", help="folder written by `analyze`")
+    s.add_argument("--claims", default="config/reproduction.yaml", metavar="FILE",
+                   help="the papers' claims and how each is measured (default config/reproduction.yaml)")
+    s.add_argument("--out", required=True, metavar="FILE", help="the cards as Markdown, e.g. results/reproduction.md")
+    s.add_argument("--csv", required=True, metavar="FILE", help="the same rows as CSV (the HTML report's table)")
+    s.add_argument("--json", required=True, metavar="FILE", help="per claim value, reproduced (1/0) and verdict, for DVC")
+    s.set_defaults(fn=cmd_reproduce)
     return p
 
 

@@ -9,6 +9,7 @@ message naming the key.
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass, fields
 from functools import lru_cache
@@ -61,6 +62,34 @@ class StageConfig:
 
 
 @dataclass(frozen=True)
+class GridPoint:
+    """One training run of the sweep: recipe (variant), algorithm, ranks, BN group, seed, repetition."""
+
+    variant: str
+    algorithm: str
+    ranks: int
+    bn_group: int | str
+    seed: int
+    repetition: int
+
+    @property
+    def run_id(self) -> str:
+        """The run's name in tables, metrics and MLPerf logs (base runs carry no variant prefix)."""
+        return run_id(self.variant, self.algorithm, self.ranks, self.bn_group, self.seed, self.repetition)
+
+    @property
+    def path(self) -> str:
+        """The run's folder under results/train."""
+        return f"{self.variant}/{self.algorithm}/n{self.ranks}/g{self.bn_group}-s{self.seed}-r{self.repetition}"
+
+
+def run_id(variant: str, algo: str, ranks: int, bn: int | str, seed: int, rep: int) -> str:
+    """``ring-n4-g1-s0-r0``; a variant other than base is its prefix: ``lars-ring-n4-g1-s0-r0``."""
+    name = f"{algo}-n{ranks}-g{bn}-s{seed}-r{rep}"
+    return name if variant == "base" else f"{variant}-{name}"
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """Model, batch and optimiser settings shared by every training run."""
 
@@ -97,6 +126,22 @@ class TrainConfig:
     checkpoint_every: int
     device: str
     bf16: bool
+    variants: Mapping[str, Mapping[str, Any]]
+    studies: Mapping[str, Mapping[str, Any]]
+    emulate_nodes: int
+    variant: str
+
+    def points(self) -> list[GridPoint]:
+        """Every training run of the main grid and the studies, each once, in a stable order."""
+        grids = [{}] + [dict(study) for study in self.studies.values() if study is not None]
+        seen: dict[GridPoint, None] = {}
+        for g in grids:
+            for variant, algo, ranks, bn, seed in itertools.product(
+                    g.get("variants", ["base"]), g.get("algorithms", self.algorithms), g.get("ranks", self.ranks),
+                    g.get("bn_groups", self.bn_groups), g.get("seeds", self.seeds)):
+                for rep in range(self.repetitions):
+                    seen.setdefault(GridPoint(variant, algo, ranks, bn, seed, rep))
+        return list(seen)
 
     def bn_group_size(self, world: int) -> int:
         """Ranks per batch-norm group at ``world`` ranks; the error names the key and the counts that fit."""
@@ -204,6 +249,17 @@ class Config:
         """Plain JSON-able dict (tuples become lists)."""
         return json.loads(json.dumps(_asdict(self)))
 
+    def for_variant(self, name: str) -> Config:
+        """The config one run of train variant ``name`` trains with (base: train as written)."""
+        return from_mapping(with_variant(self.to_dict(), name))
+
+    def run_sections(self, variant: str) -> dict[str, Any]:
+        """What one training run of ``variant`` is given: its recipe without the sweep's grid keys (so adding a
+        rank count or a study reruns no finished run), and the loader, stage and comm sections."""
+        resolved = self.for_variant(variant).to_dict()
+        train = {k: v for k, v in resolved["train"].items() if k not in SWEEP_KEYS}
+        return {"train": train} | {k: resolved[k] for k in ("loader", "stage", "comm")}
+
 
 def _asdict(obj: Any) -> Any:
     """Recursive dataclass -> dict without deep-copying."""
@@ -278,32 +334,83 @@ def _check_cross_fields(data: Mapping[str, Any]) -> None:
     low, high = data["loader"]["crop_scale"]
     if low > high:
         raise UserError(f"invalid configuration:\n  loader.crop_scale: [{low}, {high}] is not [min, max]; put the smaller first")
-    _check_train(data["train"])
-    _check_placement(data)
-    check_config_grid(tuple(data["comm"]["grid"]), {k: data[k]["ranks"] for k in ("train", "bench")},
-                      {k: data[k]["algorithms"] for k in ("train", "bench")})
+    _check_train(data)
+    grids = train_grids(data["train"]) | {"bench": data["bench"]}
+    _check_placement(data["cluster"]["tasks_per_node"], {k: g["ranks"] for k, g in grids.items()})
+    check_config_grid(tuple(data["comm"]["grid"]), {k: g["ranks"] for k, g in grids.items()},
+                      {k: g["algorithms"] for k, g in grids.items()})
     if bench["min_bytes"] > bench["max_bytes"]:
         raise UserError(
             f"invalid configuration:\n  bench.min_bytes ({bench['min_bytes']}) exceeds bench.max_bytes ({bench['max_bytes']})"
         )
 
 
-def _check_train(train: Mapping[str, Any]) -> None:
-    """Every BN group of the grid divides every rank count; nccl needs a GPU device."""
-    for group in train["bn_groups"]:
-        bad = [r for r in train["ranks"] if group != "world" and r % group]
-        if bad:
-            raise UserError(f"invalid configuration:\n  train.bn_groups: {group} does not divide train.ranks {bad}; "
-                            f"use divisors of every rank count, 1 (local) or 'world'")
-    if "nccl" in train["algorithms"] and train["device"] == "cpu":
-        raise UserError("invalid configuration:\n  train.algorithms: nccl needs train.device cuda or auto, not cpu")
+SWEEP_KEYS = ("ranks", "algorithms", "bn_groups", "seeds", "repetitions", "variants", "studies")
+GRID_KEYS = ("ranks", "algorithms", "bn_groups", "seeds", "repetitions", "variants", "studies", "variant",
+             "bn_group", "seed")
 
 
-def _check_placement(data: Mapping[str, Any]) -> None:
+def train_grids(train: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The main grid ("train") and each study ("train.studies.NAME"), every key filled from the main grid."""
+    main = {k: train[k] for k in ("ranks", "algorithms", "bn_groups", "seeds")} | {"variants": ["base"]}
+    return {"train": main} | {f"train.studies.{name}": main | {k: v for k, v in study.items() if k != "description"}
+                              for name, study in train["studies"].items() if study is not None}
+
+
+def _check_train(data: Mapping[str, Any]) -> None:
+    """Per grid: every BN group divides every rank count, its variants exist; nccl needs a GPU device."""
+    train = data["train"]
+    for where, grid in train_grids(train).items():
+        for group in grid["bn_groups"]:
+            bad = [r for r in grid["ranks"] if group != "world" and r % group]
+            if bad:
+                raise UserError(f"invalid configuration:\n  {where}.bn_groups: {group} does not divide {where}.ranks "
+                                f"{bad}; use divisors of every rank count, 1 (local) or 'world'")
+        unknown = [v for v in grid["variants"] if v != "base" and train["variants"].get(v) is None]
+        if unknown:
+            raise UserError(f"invalid configuration:\n  {where}.variants: {unknown} not defined in train.variants "
+                            f"(defined: {sorted(train['variants'])}); add them there or use base")
+        for v in grid["variants"]:  # (a variant's resolved config plans no grid: its checks are the sweep's)
+            split = (train if v == "base" else {**train, **train["variants"][v]}).get("emulate_nodes", 0)
+            bad = [r for r in grid["ranks"] if split > 1 and r % split and train["variant"] == "base"]
+            if bad:
+                raise UserError(f"invalid configuration:\n  {where}: variant {v} emulates {split} nodes, which does "
+                                f"not divide ranks {bad}; train those rank counts in another study")
+        if "nccl" in grid["algorithms"] and train["device"] == "cpu":
+            raise UserError(f"invalid configuration:\n  {where}.algorithms: nccl needs train.device cuda or auto, not cpu")
+    for name, overrides in train["variants"].items():
+        if overrides is not None:
+            _check_variant(data, name)
+
+
+def _check_variant(data: Mapping[str, Any], name: str) -> None:
+    """A variant changes only recipe keys, and the recipe it makes validates (errors name train.variants.NAME)."""
+    overrides = data["train"]["variants"][name]
+    grid = sorted(set(overrides) & set(GRID_KEYS))
+    if grid:
+        raise UserError(f"invalid configuration:\n  train.variants.{name}: {grid} are the grid's keys, not a "
+                        f"recipe's; set them in train or in a study")
+    try:
+        with_variant(data, name)
+    except UserError as exc:
+        raise UserError(str(exc).replace("\n  train.", f"\n  train.variants.{name}.", 1)) from None
+
+
+def with_variant(data: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """The validated config mapping of variant ``name``: its overrides laid over train, train.variant set."""
+    train = dict(data["train"])
+    if train["variant"] == name and not train["variants"]:  # already this variant's resolved recipe
+        return validate(data)
+    if name != "base" and train["variants"].get(name) is None:
+        raise UserError(f"train variant {name!r} is not defined; defined: {['base', *sorted(train['variants'])]}")
+    train |= dict(train["variants"].get(name) or {}) | {"variant": name, "variants": {}, "studies": {}}
+    return validate({**data, "train": train})
+
+
+def _check_placement(per_node: int, ranks: Mapping[str, list[int]]) -> None:
     """Every rank count fills whole nodes once it needs more than one."""
-    per_node = data["cluster"]["tasks_per_node"]
-    for key in ("train", "bench"):
-        bad = [r for r in data[key]["ranks"] if r > per_node and r % per_node]
+    for key, counts in ranks.items():
+        bad = [r for r in counts if r > per_node and r % per_node]
         if bad:
             raise UserError(f"invalid configuration:\n  {key}.ranks {bad} are not multiples of cluster.tasks_per_node "
                             f"({per_node}), so some node would be part-filled; use multiples of {per_node}")

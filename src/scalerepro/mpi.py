@@ -24,6 +24,14 @@ def node_comm(comm: MPI.Intracomm) -> MPI.Intracomm:
     return comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.rank)
 
 
+def block_ordered(comm: MPI.Intracomm) -> MPI.Intracomm:
+    """The same ranks renumbered node by node (a round-robin placement, as MPICH's emulated nodes are, made block)."""
+    node = node_comm(comm)
+    leader, local = node.bcast(comm.rank, root=0), node.rank
+    node.Free()
+    return comm.Split(0, key=leader * comm.size + local)
+
+
 def node_name(comm: MPI.Intracomm) -> str:
     """This rank's node (collective): SLURM's node name under SLURM, else its shared-memory domain's first rank."""
     node = node_comm(comm)

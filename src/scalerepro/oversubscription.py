@@ -62,3 +62,12 @@ def tune(env: MutableMapping[str, str] = os.environ) -> dict[str, str]:
     added = settings(env, node_cores(env))
     env.update(added)
     return added
+
+
+CLIQUES = "MPIR_CVAR_NUM_CLIQUES"
+
+
+def emulate_nodes(count: int, env: MutableMapping[str, str] = os.environ) -> None:
+    """Split this node's ranks into ``count`` emulated nodes (MPICH cliques); call before MPI starts; <= 1: no-op."""
+    if count > 1:
+        env[CLIQUES] = str(count)

@@ -65,7 +65,8 @@ def _fake_run(folder, algo, world, top1s, ips):
     (folder / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in ev))
     record = {"algorithm": algo, "world_size": world, "status": "success", "seconds": 40.0, "hosts": ["h"] * world,
               "final": {"top1": top1s[-1]},
-              "config": {"train": {"model": "resnet8", "batch_per_rank": 32, "epochs": len(top1s), "target_top1": 0.7}}}
+              "config": {"train": {"model": "resnet8", "batch_per_rank": 32, "epochs": len(top1s), "target_top1": 0.7,
+                                         "optimizer": "sgd"}}}
     (folder / "run.json").write_text(json.dumps(record))
     return folder / "run.json"
 

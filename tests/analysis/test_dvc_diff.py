@@ -11,6 +11,7 @@ from pathlib import Path
 
 from scalerepro.analysis.analyze import analyze
 from scalerepro.analysis.collect import collect
+from scalerepro.analysis.reproduce import reproduce
 from tests.analysis.test_analyze import _fake_run
 from tests.conftest import REPO
 
@@ -25,6 +26,8 @@ def results(repo: Path, rate_n2: float, scratch: Path) -> None:
     collect(runs, [], scratch / "collect")
     analyze(scratch / "collect", REPO / "config" / "baselines.yaml", repo / "results" / "metrics.json",
             repo / "results" / "analysis")
+    reproduce(repo / "results" / "analysis", REPO / "config" / "reproduction.yaml", repo / "results" / "reproduction.md",
+              scratch / "reproduction.csv", repo / "results" / "reproduction.json", "test")
 
 
 def test_metrics_and_plots_diff_between_two_commits(tmp_path):
@@ -54,6 +57,10 @@ def test_metrics_and_plots_diff_between_two_commits(tmp_path):
     changes = diff["results/metrics.json"]
     assert changes["runs.ring-n2-g1-s0-r0.images_per_s"] == {"old": 160.0, "new": 120.0, "diff": -40.0}
     assert changes["scaling.ring-g1-n2.efficiency"]["new"] < changes["scaling.ring-g1-n2.efficiency"]["old"]
+
+    cards = diff["results/reproduction.json"]  # a claim's measured value (here Cho et al.'s efficiency) moved
+    moved = [k for k in cards if k.startswith("Cho et al. 2017.95% scaling efficiency") and k.endswith(".value")]
+    assert moved and cards[moved[0]]["new"] < cards[moved[0]]["old"]
 
     plots = json.loads(run(DVC, "plots", "diff", "HEAD~1", "HEAD", "--json", "--split").stdout)
     (scaling,) = plots["data"]["results/analysis/scaling.csv"]

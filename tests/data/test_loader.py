@@ -13,7 +13,8 @@ from PIL import Image
 from scalerepro.data.augment import (
     EvalPipeline, TrainPipeline, centre_box, crop_resize, dct_factor, random_resized_box,
 )
-from scalerepro.data.loader import MEAN, STD, BatchPool, ShardDataset, batches, epoch_indices, eval_indices, node_shards
+from scalerepro.data.loader import MEAN, STD, BatchPool, ShardDataset, batches, epoch_indices, eval_indices
+from scalerepro.data.shards import node_shards
 from scalerepro.errors import UserError
 from scalerepro.mpi import Layout
 

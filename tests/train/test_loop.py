@@ -118,3 +118,25 @@ def test_overlapped_buckets_launch_in_order_and_average():
     trainer.close()
     assert seen == [b.numel() for b in trainer.buckets.buffers] and len(seen) > 1 and busy >= 0
     assert all(torch.allclose(p.grad, g) for p, g in zip(model.parameters(), grads))  # sum of 2 / 2 ranks
+
+
+@pytest.mark.mpi
+def test_multicolor_at_three_ranks_records_its_colors(run_mpi, tiny_shards, tmp_path):
+    """Issue 18's bar: a multicolor run's run.json names the 2 colors its gradient bucket used."""
+    out = tmp_path / "run"
+    run_mpi(3, ["-m", "scalerepro.cli", "train", "--algo", "multicolor", "--shards", str(tiny_shards), "--out", str(out),
+                "--no-stage", "--set", "train.epochs=1", "--set", "train.batch_per_rank=8"])
+    (bucket,) = json.loads((out / "run.json").read_text())["allreduce"]
+    assert bucket["algorithm"] == "multicolor" and bucket["colors"] == 2 and len(bucket["orders"]) == 2
+
+
+@pytest.mark.mpi
+def test_a_variant_emulating_two_nodes_gives_hierarchical_its_node_phases(run_mpi, tiny_shards, tmp_path):
+    out = tmp_path / "run"
+    variants = json.dumps({"train": {"variants": {"two-nodes": {"emulate_nodes": 2, "batch_per_rank": 8}}}})
+    run_mpi(4, ["-m", "scalerepro.cli", "train", "--algo", "hierarchical", "--shards", str(tiny_shards), "--out",
+                str(out), "--no-stage", "--config-json", variants, "--variant", "two-nodes", "--set", "train.epochs=1"])
+    record = json.loads((out / "run.json").read_text())
+    (bucket,) = record["allreduce"]
+    assert (bucket["nodes"], bucket["ranks_per_node"]) == (2, 2) and "as" not in bucket
+    assert record["config"]["train"]["variant"] == "two-nodes" and record["config"]["train"]["batch_per_rank"] == 8

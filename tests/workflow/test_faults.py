@@ -16,7 +16,7 @@ from scalerepro.train.events import read_events
 from tests.train.test_checkpoint import mid_epoch
 from tests.workflow.test_workflow import BIN, job_counts, small_config, workflow_copy
 
-RUN = "results/train/ring/n{ranks}/g1-s0-r0"
+RUN = "results/train/base/ring/n{ranks}/g1-s0-r0"
 
 
 def fault_config(tmp_path: Path, ranks: list[int]) -> dict:

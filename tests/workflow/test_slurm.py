@@ -46,15 +46,15 @@ def test_workflow_runs_on_slurm_with_srun_inside_the_allocation(slurm_cluster, t
                     "--slurm-keep-successful-logs", timeout=1200)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
 
-    record = json.loads((wf / "results/train/ring/n2/g1-s0-r0/run.json").read_text())
+    record = json.loads((wf / "results/train/base/ring/n2/g1-s0-r0/run.json").read_text())
     assert record["world_size"] == 2 and record["status"] in ("success", "aborted")
     assert record["slurm"]["job_id"] and "step_id" in record["slurm"]  # a job step: srun launched the ranks
-    stage = json.loads((wf / "results/train/ring/n2/g1-s0-r0/stage.json").read_text())
+    stage = json.loads((wf / "results/train/base/ring/n2/g1-s0-r0/stage.json").read_text())
     assert stage["world_size"] == 2 and len(stage["nodes"]) == 1
     assert json.loads((wf / "results/metrics.json").read_text())["runs"]
     assert (wf / "results/plots/scaling.png").is_file()
 
-    job_log = next((wf / ".snakemake/slurm_logs/rule_train").glob("ring_2*/*.log"))
+    job_log = next((wf / ".snakemake/slurm_logs/rule_train").glob("*ring_2*/*.log"))
     job = scontrol_job(job_log.stem)
     assert "NumTasks=2" in job and "NtasksPerN:B:S:C=2:" in job and "CPUs/Task=1" in job, job
     assert "TimeLimit=00:20:00" in job

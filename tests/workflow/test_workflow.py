@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -12,10 +14,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from snakemake.utils import update_config
 
+from scalerepro.config import from_mapping
 from tests.conftest import REPO
 
 BIN = Path(sys.executable).parent
+LAPTOP = yaml.safe_load((REPO / "config/config.yaml").read_text())
 
 
 def workflow_copy(tmp_path: Path) -> Path:
@@ -36,12 +41,13 @@ def snakemake(cwd: Path, *args: str, timeout: float = 120) -> subprocess.Complet
 
 
 def small_config(tmp_path: Path) -> dict:
-    """The reduced laptop sweep the end-to-end tests run: 1 and 2 ranks of ring, 2 epochs, staged under tmp_path."""
+    """The reduced laptop sweep the end-to-end tests run: 1 and 2 ranks of ring, 2 epochs, no studies, staged under tmp_path."""
     return {
         "dataset": {"name": "small", "train_per_class": 16, "val_per_class": 4, "max_size": 200, "quirks_per_kind": 1},
         "shard": {"train_shards": 4, "val_shards": 2},
         "stage": {"root": str(tmp_path / "shm")},
-        "train": {"ranks": [1, 2], "algorithms": ["ring"], "epochs": 2, "width": 8, "batch_per_rank": 16},
+        "train": {"ranks": [1, 2], "algorithms": ["ring"], "epochs": 2, "width": 8, "batch_per_rank": 16,
+                  "studies": dict.fromkeys(LAPTOP["train"]["studies"])},  # null: left out
         "bench": {"ranks": [2], "max_bytes": 65536, "iters": 3},
         "simulate": {"platforms": ["minsky-ddl"], "algorithms": ["ring", "multicolor"], "ranks": [8],
                      "claims_max_ranks": 8},
@@ -69,9 +75,22 @@ def test_dry_run_default_plans_every_stage(tmp_path):
     proc = snakemake(workflow_copy(tmp_path), "-n", "--cores", "2")
     assert proc.returncode == 0, proc.stderr
     counts = job_counts(proc.stdout)
-    assert counts == {"make_dataset": 1, "shard": 2, "train": 4, "bench": 2, "cost_model": 1, "collect": 1,
+    assert counts == {"make_dataset": 1, "shard": 2, "train": 17, "bench": 2, "cost_model": 1, "collect": 1,
                       "simulate_validate": 1, "simulate_scale": 1, "analyze": 1, "plot": 1, "mlperf_logs": 1,
-                      "all": 1, "total": 17}
+                      "reproduce": 1, "all": 1, "total": 31}
+
+
+def test_dry_run_laptop_plans_every_method(tmp_path):
+    """Issue 18's bar: make run trains every algorithm where it is itself, a BN group > 1 and LARS."""
+    proc = snakemake(workflow_copy(tmp_path), "-n", "-p", "--cores", "2")
+    assert proc.returncode == 0, proc.stderr
+    planned = set(re.findall(r"results/train/([a-z0-9-]+)/([a-z0-9-]+)/n(\d+)/g(\w+)-s\d+-r\d+/run.json", proc.stdout))
+    for algo in ("native", "gloo", "ring", "rabenseifner", "multiring", "torus2d", "torus2d-3phase", "hierarchical"):
+        assert ("two-nodes", algo, "4", "1") in planned, algo
+    assert any(a == "multicolor" and int(n) >= 3 for _, a, n, _ in planned)
+    assert any(g not in ("1",) and v == "base" for v, _, _, g in planned)
+    assert ("large-batch-lars", "ring", "4", "1") in planned and ("large-batch", "ring", "4", "1") in planned
+    assert "--variant large-batch-lars" in proc.stdout
 
 
 def test_dry_run_without_simulation_leaves_its_rules_out(tmp_path):
@@ -101,11 +120,12 @@ def test_dry_run_plans_the_whole_grid(tmp_path):
     wf = workflow_copy(tmp_path)
     (wf / "grid.yaml").write_text(yaml.safe_dump({"train": {"algorithms": ["ring", "native"], "ranks": [1, 2],
                                                              "bn_groups": [1, "world"], "seeds": [0, 7],
-                                                             "repetitions": 2}}))
+                                                             "repetitions": 2,
+                                                             "studies": dict.fromkeys(LAPTOP["train"]["studies"])}}))
     proc = snakemake(wf, "-n", "-p", "--cores", "2", "--configfile", "grid.yaml")
     assert proc.returncode == 0, proc.stderr
     assert job_counts(proc.stdout)["train"] == 2 * 2 * 2 * 2 * 2
-    assert "results/train/native/n2/gworld-s7-r1/run.json" in proc.stdout
+    assert "results/train/base/native/n2/gworld-s7-r1/run.json" in proc.stdout
     assert "--set train.bn_group=world --set train.seed=7 --rep 1" in proc.stdout
 
 
@@ -116,9 +136,32 @@ def test_dry_run_cluster_config_with_slurm_profile(tmp_path):
     counts = job_counts(proc.stdout)
     assert "make_dataset" not in counts  # ImageNet is an existing folder, never generated
     assert counts["train"] == 6 * 6 and counts["bench"] == 6  # nccl, native, ring and the papers' 3 at 6 GPU counts
-    assert "results/train/ring/n256/g1-s0-r0/run.json" in proc.stdout
-    assert "results/train/nccl/n8/g1-s0-r0/run.json" in proc.stdout
-    assert "results/train/torus2d/n64/g1-s0-r0/run.json" in proc.stdout
+    assert "results/train/base/ring/n256/g1-s0-r0/run.json" in proc.stdout
+    assert "results/train/base/nccl/n8/g1-s0-r0/run.json" in proc.stdout
+    assert "results/train/base/torus2d/n64/g1-s0-r0/run.json" in proc.stdout
+
+
+PRESETS = {"ying2018": {"torus2d", "torus2d-3phase", "ring"}, "kumar2017": {"multicolor", "ring", "native"},
+           "cho2017": {"multiring", "ring"}}
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_paper_preset_validates_and_plans_with_the_slurm_profile(tmp_path, preset):
+    """config/presets/<paper>.yaml over cluster.yaml: valid, every value commented, the paper's algorithms planned."""
+    text = (REPO / "config/presets" / f"{preset}.yaml").read_text()
+    uncited = [line for line in text.splitlines() if ": " in line and not line.lstrip().startswith("#")
+               and "#" not in line and not line.rstrip().endswith(":")]
+    assert not uncited, f"values without a source or 'assumed': {uncited}"
+    merged = copy.deepcopy(LAPTOP)
+    for layer in ("config/cluster.yaml", f"config/presets/{preset}.yaml"):
+        update_config(merged, yaml.safe_load((REPO / layer).read_text()))
+    from_mapping(merged)
+    wf = workflow_copy(tmp_path)
+    proc = snakemake(wf, "-n", "--profile", "workflow/profiles/slurm", "--configfile", "config/cluster.yaml",
+                     f"config/presets/{preset}.yaml")
+    assert proc.returncode == 0, proc.stderr
+    planned = set(re.findall(r"results/train/[a-z0-9-]+/([a-z0-9-]+)/n\d+/", proc.stdout))
+    assert planned == PRESETS[preset]
 
 
 def test_slurm_profile_launches_ranks_with_srun():
@@ -162,11 +205,11 @@ def test_laptop_run_end_to_end(tmp_path):
     metrics = json.loads((wf / "results/metrics.json").read_text())
     assert set(metrics["runs"]) == {"ring-n1-g1-s0-r0", "ring-n2-g1-s0-r0"}
     assert metrics["runs"]["ring-n2-g1-s0-r0"]["images_per_s"] > 0 and metrics["summary"]["bench_wrong"] == 0
-    assert set(metrics["bench_peak_busbw_GBps"]) == {f"{a}-n2" for a in ("native", "gloo", "ring", "multicolor", "rabenseifner")}
+    assert set(metrics["bench_peak_busbw_GBps"]) == {f"{a}-n2" for a in LAPTOP["bench"]["algorithms"]}
     bench = json.loads((wf / "results/bench/n2.json").read_text())
     assert {c["peer"] for c in bench["comparisons"]} == {"native", "gloo"}
     costmodel = json.loads((wf / "results/analysis/costmodel.json").read_text())
-    assert {f["algorithm"] for f in costmodel["fits"]} == {"native", "gloo", "ring", "multicolor", "rabenseifner"}
+    assert {f["algorithm"] for f in costmodel["fits"]} == set(LAPTOP["bench"]["algorithms"])
     validation = (wf / "results/simulation/validation.csv").read_text().splitlines()
     assert validation[0].startswith("algorithm,modelled_as,ranks,bytes") and len(validation) > 20
     assert "this-machine" in validation[1]
@@ -177,14 +220,17 @@ def test_laptop_run_end_to_end(tmp_path):
         papers = list(csv.DictReader(f))
     assert [p["paper"] for p in papers].count("Kumar et al. 2017") == 2 and len(papers) == 5
     for fig in ("scaling", "scaling_efficiency", "time_to_accuracy", "allreduce_busbw", "step_breakdown",
-                "simulation_validation", "simulation_scale"):
+                "simulation_validation", "simulation_scale", "accuracy_by_algorithm", "recipe_effects"):
         assert (wf / f"results/plots/{fig}.png").stat().st_size > 10_000
         assert (wf / f"results/plots/{fig}.svg").read_text().lstrip().startswith("<?xml")
     assert (wf / "results/mlperf/ring-n2-g1-s0-r0.txt").read_text().startswith(":::MLLOG ")
-    for log in ("make_dataset.log", "shard_train.log", "train/ring-n2-g1-s0-r0.log", "bench/n2.log", "plot.log",
-                "mlperf_logs.log", "simulate_validate.log", "simulate_scale.log"):
+    cards = (wf / "results/reproduction.md").read_text()
+    assert cards.count("\n## ") == 3 and "| the multi-color all-reduce is faster than the MPI library's |" in cards
+    assert json.loads((wf / "results/reproduction.json").read_text())["Kumar et al. 2017"]
+    for log in ("make_dataset.log", "shard_train.log", "train/base/ring-n2-g1-s0-r0.log", "bench/n2.log", "plot.log",
+                "mlperf_logs.log", "simulate_validate.log", "simulate_scale.log", "reproduce.log"):
         assert (wf / "results/logs" / log).is_file(), log
-    stage = json.loads((wf / "results/train/ring/n2/g1-s0-r0/stage.json").read_text())
+    stage = json.loads((wf / "results/train/base/ring/n2/g1-s0-r0/stage.json").read_text())
     assert stage["world_size"] == 2 and stage["nodes"][0]["splits"][0]["copied"] + stage["nodes"][0]["splits"][0]["already_present"] == 4
     report = snakemake(wf, "--configfile", "small.yaml", "--report", "results/report.html", timeout=300)
     assert report.returncode == 0, report.stderr[-3000:]

@@ -74,3 +74,26 @@ rule plot:
         "../envs/scalerepro.yaml"
     shell:
         "scalerepro plot --analysis {params.analysis} --out {params.out} > {log} 2>&1"
+
+
+rule reproduce:
+    input:
+        tables=ANALYSIS,
+        claims="config/reproduction.yaml",
+    output:
+        cards="results/reproduction.md",
+        table=report(
+            "results/analysis/reproduction.csv",
+            caption="../report/reproduction.rst",
+            category="Reproduction",
+        ),
+        metrics="results/reproduction.json",
+    params:
+        analysis=lambda w, input: Path(input.tables[0]).parent,
+    log:
+        "results/logs/reproduce.log",
+    conda:
+        "../envs/scalerepro.yaml"
+    shell:
+        "scalerepro reproduce --analysis {params.analysis} --claims {input.claims} --out {output.cards}"
+        " --csv {output.table} --json {output.metrics} > {log} 2>&1"

@@ -9,24 +9,12 @@ from scalerepro.sim import enabled as simulation_enabled
 
 DATASET = str(CFG.dataset.path)
 SPLITS = ["train", "val"]
-# One training run per grid point: algorithm x rank count x BN group x seed x repetition.
-TRAIN_RUNS = expand(
-    "results/train/{algo}/n{ranks}/g{bn}-s{seed}-r{rep}/run.json",
-    algo=CFG.train.algorithms,
-    ranks=CFG.train.ranks,
-    bn=CFG.train.bn_groups,
-    seed=CFG.train.seeds,
-    rep=range(CFG.train.repetitions),
-)
+# One training run per grid point of the main grid and the studies (variant x algorithm x rank
+# count x BN group x seed x repetition), each once: scalerepro.config.TrainConfig.points.
+POINTS = CFG.train.points()
+TRAIN_RUNS = [f"results/train/{p.path}/run.json" for p in POINTS]
 # The same runs as MLPerf training logs (:::MLLOG lines, open division), one file per run.
-MLPERF_LOGS = expand(
-    "results/mlperf/{algo}-n{ranks}-g{bn}-s{seed}-r{rep}.txt",
-    algo=CFG.train.algorithms,
-    ranks=CFG.train.ranks,
-    bn=CFG.train.bn_groups,
-    seed=CFG.train.seeds,
-    rep=range(CFG.train.repetitions),
-)
+MLPERF_LOGS = [f"results/mlperf/{p.run_id}.txt" for p in POINTS]
 BENCH_RUNS = expand("results/bench/n{ranks}.json", ranks=CFG.bench.ranks)
 TABLES = expand("results/collect/{table}.csv", table=["runs", "epochs", "evals", "steps", "bench"])
 SIM_VALIDATION = expand("results/simulation/{name}", name=["validation.csv", "validation_summary.csv", "validation.json"])
@@ -34,7 +22,7 @@ SIM_SCALE = expand("results/simulation/{name}", name=["scale_points.csv", "scale
 SIMULATION = SIM_VALIDATION + SIM_SCALE if simulation_enabled(CFG.simulate.enabled) else []
 ANALYSIS = expand(
     "results/analysis/{name}.csv",
-    name=["runs", "scaling", "busbw", "comparison", "tta", "simulated", "papers", "validation"],
+    name=["runs", "scaling", "busbw", "comparison", "tta", "simulated", "papers", "validation", "accuracy", "recipes"],
 )
 FIGURES = [
     "scaling",
@@ -44,12 +32,15 @@ FIGURES = [
     "step_breakdown",
     "simulation_validation",
     "simulation_scale",
+    "accuracy_by_algorithm",
+    "recipe_effects",
 ]
 PLOTS = expand("results/plots/{fig}.png", fig=FIGURES)
 PLOTS_SVG = expand("results/plots/{fig}.svg", fig=FIGURES)
 
 
 wildcard_constraints:
+    variant="[a-z][a-z0-9-]*",
     algo="[a-z0-9-]+",
     ranks=r"\d+",
     bn=r"\d+|world",

@@ -1,5 +1,5 @@
-# One training run per grid point (algorithm, rank count, BN group, seed,
-# repetition). Inside the job: stage this node's shards into node memory, then
+# One training run per grid point (variant, algorithm, rank count, BN group,
+# seed, repetition). Inside the job: stage this node's shards into node memory, then
 # launch the ranks with the same launcher (mpiexec on a laptop, srun
 # --mpi=pmi2 on SLURM; see the profiles). A failed or interrupted attempt
 # leaves checkpoint.pt and events.jsonl.partial in the run folder (neither is
@@ -11,15 +11,15 @@ rule train:
         train="results/shards/train",
         val="results/shards/val",
     output:
-        run="results/train/{algo}/n{ranks}/g{bn}-s{seed}-r{rep}/run.json",
-        events="results/train/{algo}/n{ranks}/g{bn}-s{seed}-r{rep}/events.jsonl",
-        stage="results/train/{algo}/n{ranks}/g{bn}-s{seed}-r{rep}/stage.json",
+        run="results/train/{variant}/{algo}/n{ranks}/g{bn}-s{seed}-r{rep}/run.json",
+        events="results/train/{variant}/{algo}/n{ranks}/g{bn}-s{seed}-r{rep}/events.jsonl",
+        stage="results/train/{variant}/{algo}/n{ranks}/g{bn}-s{seed}-r{rep}/stage.json",
     params:
-        cfg=sections("train", "loader", "stage", "comm"),
+        cfg=lambda w: json.dumps(CFG.run_sections(w.variant), sort_keys=True),
         out=lambda w, output: Path(output.run).parent,
         shards=lambda w, input: Path(input.train).parent,
     log:
-        "results/logs/train/{algo}-n{ranks}-g{bn}-s{seed}-r{rep}.log",
+        "results/logs/train/{variant}/{algo}-n{ranks}-g{bn}-s{seed}-r{rep}.log",
     conda:
         "../envs/scalerepro.yaml"
     threads: lambda w: int(w.ranks)
@@ -34,5 +34,6 @@ rule train:
         " && scalerepro supervise --run-dir {params.out} --"
         " {resources.launcher} -n {wildcards.ranks} scalerepro train --config-json {params.cfg:q}"
         " --set train.bn_group={wildcards.bn} --set train.seed={wildcards.seed} --rep {wildcards.rep}"
+        " --variant {wildcards.variant}"
         " --algo {wildcards.algo} --shards {params.shards} --out {params.out}) 2>&1"
         " | tee -a {params.out}/attempts.log > {log}"

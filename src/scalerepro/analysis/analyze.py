@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from scalerepro.analysis import accuracy
 from scalerepro.analysis.collect import load_json, read_tables, read_csv
 from scalerepro.errors import UserError
 from scalerepro.io import write_json_atomic, write_text_atomic
@@ -44,10 +45,13 @@ def per_run(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
         st = tables["steps"][tables["steps"]["run"] == run.run]
         step_total = st[["data_s", "fwd_bwd_s", "allreduce_s", "optimizer_s"]].sum()
         rows.append({
-            "run": run.run, "setting": run.setting, "algorithm": run.algorithm, "world_size": int(run.world_size),
-            "bn_group": str(run.bn_group), "seed": int(run.seed), "repetition": int(run.repetition),
+            "run": run.run, "setting": run.setting, "variant": run.variant, "algorithm": run.algorithm,
+            "world_size": int(run.world_size), "bn_group": str(run.bn_group), "seed": int(run.seed),
+            "repetition": int(run.repetition), "optimizer": run.optimizer, "global_batch": int(run.global_batch),
             "status": run.status, "target_top1": run.target_top1, "final_top1": run.final_top1,
             "best_top1": float(ev["top1"].max()) if len(ev) else None,
+            "val_samples": int(ev["samples"].iloc[-1]) if len(ev) and "samples" in ev and ev["samples"].notna().any()
+            else None,
             "tta_s": time_to_accuracy(ev, run.target_top1), "startup_s": run.startup_s,
             "stage_s": run.stage_s,
             "images_per_s": throughput(ep) if len(ep) else None,
@@ -181,8 +185,8 @@ def simulation_metrics(sim: dict[str, pd.DataFrame]) -> dict[str, Any]:
 
 def busbw(bench: pd.DataFrame) -> pd.DataFrame:
     """Benchmark points for the busbw plot (already tidy)."""
-    cols = ["algorithm", "world_size", "bytes", "time_us", "algbw_GBps", "busbw_GBps", "wrong"]
-    return bench[cols].copy() if len(bench) else pd.DataFrame(columns=cols)
+    cols = ["algorithm", "world_size", "bytes", "time_us", "algbw_GBps", "busbw_GBps", "wrong", "schedule"]
+    return bench.reindex(columns=cols) if len(bench) else pd.DataFrame(columns=cols)
 
 
 def _clean(value: Any) -> Any:
@@ -222,8 +226,8 @@ def analyze(tables_dir: Path, baselines_path: Path, metrics_path: Path, out: Pat
     """Write metrics.json and the analysis CSVs; return the metrics."""
     tables = read_tables(tables_dir)
     runs = per_run(tables) if len(tables["runs"]) else pd.DataFrame(columns=[
-        "run", "setting", "algorithm", "world_size", "bn_group", "seed", "repetition", "tta_s", "best_top1",
-        "images_per_s", "source"])
+        "run", "setting", "variant", "algorithm", "world_size", "bn_group", "seed", "repetition", "optimizer",
+        "global_batch", "tta_s", "best_top1", "final_top1", "status", "images_per_s", "source"])
     scale = scaling(runs)
     bench = busbw(tables["bench"])
     sim = simulation(sim_dir)
@@ -234,6 +238,7 @@ def analyze(tables_dir: Path, baselines_path: Path, metrics_path: Path, out: Pat
         "comparison.csv": comparison(runs, load_baselines(baselines_path), scale, projected),
         "tta.csv": tables["evals"][["run", "algorithm", "world_size", "epoch", "elapsed_s", "top1", "top5"]]
         if len(tables["evals"]) else pd.DataFrame(columns=["run", "algorithm", "world_size", "epoch", "elapsed_s", "top1", "top5"]),
+        "accuracy.csv": accuracy.agreement(runs), "recipes.csv": accuracy.recipes(runs),
         **sim,
     }
     for name, frame in outputs.items():

@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from scalerepro.config import run_id
 from scalerepro.errors import UserError
 from scalerepro.io import write_text_atomic
 from scalerepro.train.events import read_events
@@ -20,12 +21,13 @@ TABLES = ("runs", "epochs", "evals", "steps", "bench")
 
 
 def grid_point(record: dict[str, Any]) -> dict[str, Any]:
-    """A run's place in the experiment grid: algorithm, ranks, BN group, seed, repetition, and its setting."""
+    """A run's place in the experiment grid: variant, algorithm, ranks, BN group, seed, repetition, its setting."""
     train = record["config"]["train"]
     bn, seed, rep = train.get("bn_group", 1), train.get("seed", 0), record.get("repetition", 0)
-    algo, world = record["algorithm"], record["world_size"]
-    return {"run": f"{algo}-n{world}-g{bn}-s{seed}-r{rep}", "setting": f"{algo}-g{bn}", "algorithm": algo,
-            "world_size": world, "bn_group": str(bn), "seed": seed, "repetition": rep}
+    algo, world, variant = record["algorithm"], record["world_size"], train.get("variant", "base")
+    setting = f"{algo}-g{bn}" if variant == "base" else f"{variant}-{algo}-g{bn}"
+    return {"run": run_id(variant, algo, world, bn, seed, rep), "setting": setting, "variant": variant,
+            "algorithm": algo, "world_size": world, "bn_group": str(bn), "seed": seed, "repetition": rep}
 
 
 def load_json(path: Path) -> dict[str, Any]:
@@ -48,7 +50,8 @@ def run_tables(run_json: Path) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {name: [] for name in TABLES}
     out["runs"].append(keys | {
         "status": record["status"], "seconds": record["seconds"], "model": train["model"],
-        "global_batch": train["batch_per_rank"] * record["world_size"], "epochs": train["epochs"],
+        "global_batch": train["batch_per_rank"] * record["world_size"], "optimizer": train["optimizer"],
+        "epochs": train["epochs"],
         "target_top1": train["target_top1"], "final_top1": (record["final"] or {}).get("top1"),
         "startup_s": elapsed(first_epoch) if first_epoch else None, "hosts": len(set(record["hosts"])),
         "stage_s": stage_seconds(Path(run_json).parent / "stage.json"),
@@ -60,7 +63,7 @@ def run_tables(run_json: Path) -> dict[str, list[dict[str, Any]]]:
                                          "images_per_s": m["images_per_s"], "elapsed_s": elapsed(e)})
         elif e["key"] == "eval_accuracy":
             out["evals"].append(keys | {"epoch": m["epoch_num"], "top1": e["value"], "top5": m["top5"],
-                                        "elapsed_s": elapsed(e)})
+                                        "samples": m.get("samples"), "elapsed_s": elapsed(e)})
         elif e["key"] == "step":
             out["steps"].append(keys | {"step": e["value"], "epoch": m["epoch_num"], "batch": m["batch"], "loss": m["loss"],
                                         "data_s": m["data_s"], "fwd_bwd_s": m["fwd_bwd_s"],

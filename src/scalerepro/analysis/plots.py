@@ -16,7 +16,7 @@ import seaborn as sns  # noqa: E402
 from scalerepro.analysis.collect import read_csv  # noqa: E402
 
 FIGURES = ("scaling.png", "scaling_efficiency.png", "time_to_accuracy.png", "allreduce_busbw.png", "step_breakdown.png",
-           "simulation_validation.png", "simulation_scale.png")
+           "simulation_validation.png", "simulation_scale.png", "accuracy_by_algorithm.png", "recipe_effects.png")
 
 
 def _save(fig: plt.Figure, path: Path) -> Path:
@@ -194,6 +194,58 @@ def simulation_scale_plot(sim: pd.DataFrame, path: Path) -> Path:
     return _save(grid.figure, path)
 
 
+def _curves(tta: pd.DataFrame, runs: pd.DataFrame, labels: pd.Series) -> pd.DataFrame:
+    """Top-1 per epoch of the runs named in ``labels`` (index: run), each labelled."""
+    curves = tta[tta["run"].isin(labels.index)].copy()
+    curves["label"] = curves["run"].map(labels)
+    return curves
+
+
+def accuracy_plot(tta: pd.DataFrame, agreement: pd.DataFrame, runs: pd.DataFrame, path: Path) -> Path:
+    """Top-1 per epoch of every algorithm at one seed (the largest comparison), the ring's other seeds dashed."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    if len(agreement):
+        key = agreement.groupby(["variant", "world_size", "bn_group", "seed"]).size().idxmax()
+        variant, world, bn, seed = key
+        same = runs[(runs["variant"] == variant) & (runs["world_size"] == world) & (runs["bn_group"].astype(str) == str(bn))]
+        at_seed = same[same["seed"] == seed].set_index("run")["algorithm"]
+        sns.lineplot(data=_curves(tta, runs, at_seed), x="epoch", y="top1", hue="label", marker="o", ax=ax, lw=1)
+        others = same[(same["algorithm"] == "ring") & (same["seed"] != seed)].set_index("run")["seed"]
+        for run_name, g in _curves(tta, runs, others).groupby("run"):
+            ax.plot(g["epoch"], g["top1"], ls="--", color="grey", label=f"ring, seed {others[run_name]}")
+        ax.legend(title=f"{world} ranks, {variant}, seed {seed}", fontsize=7)
+    else:
+        _empty(ax, "algorithm comparison")
+    ax.set(title="Same seed, every all-reduce: accuracy agrees up to summation order", xlabel="epoch",
+           ylabel="validation top-1 (fraction)")
+    return _save(fig, path)
+
+
+def recipe_plot(tta: pd.DataFrame, recipes: pd.DataFrame, path: Path) -> Path:
+    """Two panels: top-1 per epoch by BN group (same global batch), and by optimizer and global batch."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), sharey=True)
+    if len(recipes):
+        small = recipes["global_batch"].min()
+        bn = recipes[(recipes["optimizer"] == "sgd") & (recipes["global_batch"] == small) & (recipes["seed"] == recipes["seed"].min())]
+        labels = bn.sort_values("variant", key=lambda v: v != "base").drop_duplicates("bn_group").set_index("run")["bn_group"].map(lambda g: f"BN over {g} rank(s)")
+        sns.lineplot(data=_curves(tta, bn, labels), x="epoch", y="top1", hue="label", marker="o", ax=axes[0])
+        opt = recipes[(recipes["bn_group"].astype(str) == "1") & (recipes["seed"] == recipes["seed"].min())]
+        opt = opt.sort_values("variant", key=lambda v: v != "base").drop_duplicates(["optimizer", "global_batch"])
+        labels = opt.set_index("run").apply(lambda r: f"{r['optimizer']}, global batch {r['global_batch']}", axis=1)
+        sns.lineplot(data=_curves(tta, opt, labels), x="epoch", y="top1", hue="label", marker="o", ax=axes[1])
+        world = int(recipes["world_size"].iloc[0])
+        axes[0].set_title(f"Distributed batch norm ({world} ranks, global batch {small})")
+        axes[1].set_title(f"Momentum SGD vs LARS as the batch grows ({world} ranks)")
+        for ax in axes:
+            ax.legend(fontsize=7)
+    else:
+        for ax in axes:
+            _empty(ax, "recipe runs")
+    for ax in axes:
+        ax.set(xlabel="epoch", ylabel="validation top-1 (fraction)")
+    return _save(fig, path)
+
+
 def plot_all(analysis_dir: Path, out: Path) -> list[Path]:
     """Every figure, from the analysis CSVs."""
     def read(name: str) -> pd.DataFrame:
@@ -211,4 +263,6 @@ def plot_all(analysis_dir: Path, out: Path) -> list[Path]:
         breakdown_plot(runs, out / FIGURES[4]),
         validation_plot(read("validation.csv"), out / FIGURES[5]),
         simulation_scale_plot(sim, out / FIGURES[6]),
+        accuracy_plot(read("tta.csv"), read("accuracy.csv"), runs, out / FIGURES[7]),
+        recipe_plot(read("tta.csv"), read("recipes.csv"), out / FIGURES[8]),
     ]

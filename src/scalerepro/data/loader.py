@@ -1,7 +1,7 @@
 """Reading staged shards into normalised batches: per-node shards, per-epoch shuffle, batches built in workers.
 
 Shards are spread over nodes (shard k lives on node k mod nodes, see
-:func:`node_shards`), and each rank reads only its node's shards,
+:func:`scalerepro.data.shards.node_shards`), and each rank reads only its node's shards,
 memory-mapped. Every epoch draws one permutation of all samples from
 (seed, epoch); a node keeps the entries that live in its shards and its
 ranks take every local_size-th of them, cut to the count every rank in the
@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
-from scalerepro.data.shards import ShardReader, open_shards, read_manifest
+from scalerepro.data.shards import ShardReader, node_shards, open_shards, read_manifest
 from scalerepro.errors import UserError
 from scalerepro.mpi import Layout
 
@@ -54,14 +54,6 @@ class Batch(NamedTuple):
     images: torch.Tensor
     labels: torch.Tensor
     ids: torch.Tensor
-
-
-def node_shards(shards: int, node: int, nodes: int) -> list[int]:
-    """Shard numbers a node holds: k with k mod nodes == node."""
-    if shards < nodes:
-        raise UserError(f"{shards} shards cannot be spread over {nodes} nodes; "
-                        "set shard.train_shards and shard.val_shards to at least the node count")
-    return list(range(node, shards, nodes))
 
 
 class ShardDataset:

@@ -149,3 +149,11 @@ def read_manifest(folder: Path) -> dict[str, Any]:
 def open_shards(folder: Path, entries: Iterable[dict[str, Any]]) -> list[ShardReader]:
     """Readers for the manifest's shard entries inside ``folder``."""
     return [ShardReader(Path(folder) / e["file"]) for e in entries]
+
+
+def node_shards(shards: int, node: int, nodes: int) -> list[int]:
+    """Shard numbers a node holds: k with k mod nodes == node."""
+    if shards < nodes:
+        raise UserError(f"{shards} shards cannot be spread over {nodes} nodes; "
+                        "set shard.train_shards and shard.val_shards to at least the node count")
+    return list(range(node, shards, nodes))

@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scalerepro.data.loader import node_shards
-from scalerepro.data.shards import MANIFEST, read_manifest, sha256_file
+from scalerepro.data.shards import MANIFEST, node_shards, read_manifest, sha256_file
 from scalerepro.errors import UserError
 from scalerepro.mpi import agree, node_layout
 

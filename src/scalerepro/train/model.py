@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torchvision import models
 
 from scalerepro.errors import UserError
 
@@ -52,6 +51,8 @@ def build(name: str, classes: int, width: int) -> nn.Module:
     """The network called ``name`` with ``classes`` outputs."""
     if name == "resnet8":
         return ResNet8(classes, width)
+    from torchvision import models  # imported here: torchvision costs a second per rank at start-up
+
     factories = {"resnet18": models.resnet18, "resnet50": models.resnet50, "resnet101": models.resnet101}
     if name not in factories:
         raise UserError(f"unknown model {name!r}; choose one of: resnet8, {', '.join(factories)}")

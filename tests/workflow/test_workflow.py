@@ -75,9 +75,9 @@ def test_dry_run_default_plans_every_stage(tmp_path):
     proc = snakemake(workflow_copy(tmp_path), "-n", "--cores", "2")
     assert proc.returncode == 0, proc.stderr
     counts = job_counts(proc.stdout)
-    assert counts == {"make_dataset": 1, "shard": 2, "train": 17, "bench": 2, "cost_model": 1, "collect": 1,
+    assert counts == {"make_dataset": 1, "shard": 2, "train": 16, "bench": 2, "cost_model": 1, "collect": 1,
                       "simulate_validate": 1, "simulate_scale": 1, "analyze": 1, "plot": 1, "mlperf_logs": 1,
-                      "reproduce": 1, "all": 1, "total": 31}
+                      "reproduce": 1, "all": 1, "total": 30}
 
 
 def test_dry_run_laptop_plans_every_method(tmp_path):

@@ -43,12 +43,15 @@ def _largest(frame: pd.DataFrame, column: str) -> pd.DataFrame:
     return frame[frame[column] == frame[column].max()]
 
 
-def busbw_ratio(tables: dict[str, pd.DataFrame], algorithm: str, over: str, **_: Any) -> Measured:
-    """Median bus bandwidth of ``algorithm`` over ``over``'s at the bench's largest rank count and message."""
+def busbw_ratio(tables: dict[str, pd.DataFrame], algorithm: str, over: str, needs: str | None = None,
+                **_: Any) -> Measured:
+    """Median bus bandwidth of ``algorithm`` over ``over``'s at the bench's largest rank count and message;
+    ``needs``: why a sweep may leave the pair out (then the claim is not measurable here, not missing)."""
     bench = tables["busbw"]
     pair = bench[bench["algorithm"].isin([algorithm, over])]
     if pair["algorithm"].nunique() < 2:
-        return Measured(None, f"the bench ran no {algorithm} and {over} side by side", "not in this run")
+        text = f"the bench ran no {algorithm} and {over} side by side"
+        return Measured(None, text, f"not measurable here: {needs}" if needs else "not in this run")
     top = _largest(_largest(pair, "world_size"), "bytes")
     ran_as = _ran_as(top[top["algorithm"] == algorithm])
     if ran_as not in (None, algorithm):

@@ -166,3 +166,13 @@ def test_a_variant_lays_its_keys_over_train():
 def test_bad_studies_and_variants_are_named(train, message):
     with pytest.raises(UserError, match=message):
         from_mapping({"train": train})
+
+
+@pytest.mark.parametrize("launcher, line", [
+    ("srun --mpi=pmi2", "srun --cpus-per-task=6 --mpi=pmi2"),
+    ("mpiexec", "mpiexec"),
+    ("srun --cpus-per-task=2 --mpi=pmi2", "srun --cpus-per-task=2 --mpi=pmi2"),  # the user's own wins
+    ("/opt/site/launch.sh", "env SRUN_CPUS_PER_TASK=6 /opt/site/launch.sh"),
+])
+def test_srun_steps_get_the_cpus_per_task_of_the_cluster_section(launcher, line):
+    assert from_mapping({"cluster": {"cpus_per_task": 6}}).cluster.launch(launcher) == line

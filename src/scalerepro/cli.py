@@ -14,7 +14,7 @@ import yaml
 from scalerepro import __version__
 from scalerepro.comm.costmodel import RESNET50_GRADIENT_BYTES
 from scalerepro.errors import UserError
-from scalerepro.oversubscription import emulate_nodes
+from scalerepro.oversubscription import emulate_nodes, usable_cpus
 
 CONFIG_HELP = "YAML config file (e.g. config/config.yaml); keys missing there take the schema's defaults"
 
@@ -268,7 +268,7 @@ def cmd_bench_loader(args: argparse.Namespace) -> None:
     rows = lb.run(spec, dataset, staged, lambda line: print(line, file=sys.stderr, flush=True))
     summary = lb.summarise(rows)
     write_json_atomic(args.out, {
-        "argv": argv(), "versions": versions(), "platform": platform.platform(), "cpus": os.cpu_count(),
+        "argv": argv(), "versions": versions(), "platform": platform.platform(), "cpus": len(usable_cpus()),
         "spec": {**spec.__dict__}, "dataset": str(dataset), "staged": str(staged), "row_index": row_index,
         "rows": rows, "summary": summary,
     })
@@ -498,9 +498,13 @@ def cmd_collect(args: argparse.Namespace) -> None:
     """Logs -> tidy CSV tables."""
     from scalerepro.analysis.collect import collect
 
-    tables = collect(_expand(args.runs), _expand(args.bench), Path(args.out))
-    for name, frame in tables.items():
-        print(f"{name}: {len(frame)} rows", file=sys.stderr)
+    def progress(done: int, total: int) -> None:
+        if done == total or done % max(1, total // 20) == 0:
+            print(f"collect: {done}/{total} runs", file=sys.stderr, flush=True)
+
+    counts = collect(_expand(args.runs), _expand(args.bench), Path(args.out), progress)
+    for name, rows in counts.items():
+        print(f"{name}: {rows} rows", file=sys.stderr)
 
 
 def cmd_mlperf_log(args: argparse.Namespace) -> None:

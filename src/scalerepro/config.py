@@ -230,6 +230,17 @@ class ClusterConfig:
         """Ranks on each of those nodes."""
         return min(ranks, self.tasks_per_node)
 
+    def launch(self, launcher: str) -> str:
+        """The launcher line with each rank's CPUs: since SLURM 22.05 a step started by srun no longer inherits
+        the job's --cpus-per-task, so srun gets it; a user-given wrapper gets SRUN_CPUS_PER_TASK, which the
+        srun inside it reads; mpiexec (one node, all its cores) is left as it is."""
+        first = launcher.split()[0] if launcher.split() else ""
+        if first in ("mpiexec", "mpirun") or "cpus-per-task" in launcher.replace("_", "-").lower():
+            return launcher
+        if first == "srun":
+            return f"srun --cpus-per-task={self.cpus_per_task}{launcher[len('srun'):]}"
+        return f"env SRUN_CPUS_PER_TASK={self.cpus_per_task} {launcher}"
+
 
 @dataclass(frozen=True)
 class Config:

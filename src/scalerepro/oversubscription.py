@@ -40,12 +40,17 @@ def local_ranks(env: Mapping[str, str]) -> int:
     return 1
 
 
+def usable_cpus() -> set[int]:
+    """The CPUs this process may run on (its affinity: a cgroup, srun --cpus-per-task, taskset), not the machine's."""
+    return set(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
+
+
 def node_cores(env: Mapping[str, str]) -> int:
     """Cores this node's ranks share: SLURM's allocation, else the cores this process may run on."""
     match = re.match(r"\d+", env.get("SLURM_CPUS_ON_NODE", ""))
     if match:
         return int(match.group())
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return len(usable_cpus())
 
 
 def settings(env: Mapping[str, str], cores: int) -> dict[str, str]:

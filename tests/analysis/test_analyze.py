@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
 
-from scalerepro.analysis.analyze import analyze, mlperf_score, scaling, throughput, time_to_accuracy
-from scalerepro.analysis.collect import collect
+from scalerepro.analysis.analyze import analyze, mlperf_score, scaling, step_parts, throughput, time_to_accuracy
+from scalerepro.analysis.collect import collect, run_tables
 from scalerepro.analysis.plots import FIGURES, plot_all
 from tests.conftest import REPO
 
@@ -78,8 +81,8 @@ def test_collect_analyze_plot_end_to_end(tmp_path):
     bench.write_text(json.dumps({"world_size": 2, "hosts": ["h", "h"], "rows": [
         {"algorithm": "ring", "bytes": 8, "count": 2, "dtype": "float32", "time_us": 10.0, "min_us": 9.0,
          "median_us": 9.5, "algbw_GBps": 0.0008, "busbw_GBps": 0.0008, "wrong": 0}]}))
-    tables = collect(runs, [bench], tmp_path / "collect")
-    assert len(tables["evals"]) == 6 and len(tables["steps"]) == 6
+    counts = collect(runs, [bench], tmp_path / "collect")
+    assert counts["evals"] == 6 and counts["steps"] == 6 and len(pd.read_csv(tmp_path / "collect" / "steps.csv")) == 6
     costmodel = tmp_path / "costmodel.json"
     costmodel.write_text(json.dumps({"projection": [{"algorithm": "ring", "bytes": 102228128, "fit_regime": "dedicated",
                                                      "ms": 12.5, "ranks": 256, "source": "projected",
@@ -87,7 +90,7 @@ def test_collect_analyze_plot_end_to_end(tmp_path):
     (tmp_path / "r2" / "stage.json").write_text(json.dumps({"nodes": [
         {"splits": [{"split": "train", "seconds": 1.5}, {"split": "val", "seconds": 0.5}]},
         {"splits": [{"split": "train", "seconds": 2.5}]}]}))
-    tables = collect(runs, [bench], tmp_path / "collect")
+    collect(runs, [bench], tmp_path / "collect")
     metrics = analyze(tmp_path / "collect", REPO / "config" / "baselines.yaml", tmp_path / "metrics.json",
                       tmp_path / "analysis", costmodel)
     assert metrics["runs"]["ring-n2-g1-s0-r0"]["stage_s"] == 2.5 and metrics["runs"]["ring-n1-g1-s0-r0"]["stage_s"] is None
@@ -103,3 +106,60 @@ def test_collect_analyze_plot_end_to_end(tmp_path):
     figures = plot_all(tmp_path / "analysis", tmp_path / "plots")
     assert [f.name for f in figures] == list(FIGURES)
     assert all(f.stat().st_size > 10_000 and f.read_bytes()[:4] == b"\x89PNG" for f in figures)
+
+
+def test_time_to_accuracy_of_a_preempted_run_counts_training_not_the_wait(tmp_path):
+    """Preempted after epoch 0, back 100 s later: TTA is 22.5 s of training; the 100 s are downtime."""
+    run = _fake_run(tmp_path / "r", "ring", 2, [0.5, 0.75], [90, 160])
+    events = [json.loads(line) for line in (run.parent / "events.jsonl").read_text().splitlines()]
+    cut = next(i for i, e in enumerate(events) if e["key"] == "eval_accuracy") + 1
+    stop = events[cut - 1]["time_ms"] + 1_500
+    pause = [{"key": "run_preempted", "time_ms": stop, "event_type": "POINT_IN_TIME", "value": None, "metadata": {}},
+             {"key": "run_resume", "time_ms": stop + 100_000, "event_type": "POINT_IN_TIME", "value": None,
+              "metadata": {}}]
+    later = [e | {"time_ms": e["time_ms"] + 100_000 + 2_000} for e in events[cut:]]
+    (run.parent / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events[:cut] + pause + later))
+    tables = run_tables(run)
+    assert tables["runs"][0]["downtime_s"] == pytest.approx(100.0)
+    assert [e["elapsed_s"] for e in tables["evals"]] == [pytest.approx(10.5), pytest.approx(22.5)]
+    collect([run], [], tmp_path / "collect")
+    analyze(tmp_path / "collect", REPO / "config" / "baselines.yaml", tmp_path / "m.json", tmp_path / "a")
+    assert json.loads((tmp_path / "m.json").read_text())["runs"]["ring-n2-g1-s0-r0"]["tta_s"] == pytest.approx(22.5)
+
+
+def test_the_all_reduce_share_is_the_wait_a_step_paid_not_the_enqueue_time():
+    """NCCL's calls return at once (busy ~0) and the step waits on the GPU: the share counts the wait."""
+    steps = pd.DataFrame({"data_s": [0.1, 0.1], "fwd_bwd_s": [0.5, 0.5], "allreduce_s": [0.001, 0.001],
+                          "allreduce_wait_s": [0.3, 0.3], "optimizer_s": [0.1, 0.1]})
+    parts = step_parts(steps)
+    assert parts["allreduce_s"] == pytest.approx(0.6) and parts.sum() == pytest.approx(2.0)
+    assert step_parts(steps.drop(columns="allreduce_wait_s"))["allreduce_s"] == pytest.approx(0.002)
+
+
+@pytest.mark.slow
+def test_collect_holds_one_run_at_a_time(tmp_path):
+    """100 runs x 20,000 logged steps (2 M step rows): collect stays under 500 MB resident."""
+    template = _fake_run(tmp_path / "template", "ring", 4, [0.5, 0.75], [90, 160])
+    events = [json.loads(line) for line in (template.parent / "events.jsonl").read_text().splitlines()]
+    step = next(e for e in events if e["key"] == "step")
+    many = events[:1] + [step | {"value": i} for i in range(20_000)] + events[1:]
+    (tmp_path / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in many))
+    runs = []
+    for i in range(100):
+        folder = tmp_path / f"r{i}"
+        folder.mkdir()
+        record = json.loads(template.read_text())
+        record["config"]["train"]["seed"] = i
+        (folder / "run.json").write_text(json.dumps(record))
+        os.link(tmp_path / "events.jsonl", folder / "events.jsonl")  # one file on disk, 100 runs to read
+        runs.append(str(folder / "run.json"))
+    # VmHWM is this process image's peak; ru_maxrss would carry the forking pytest's size across exec.
+    code = ("import re, sys; from pathlib import Path; from scalerepro.analysis.collect import collect; "
+            "rows = collect([Path(p) for p in sys.argv[2:]], [], Path(sys.argv[1])); "
+            "hwm = re.search(r'VmHWM:\\s+(\\d+)', Path('/proc/self/status').read_text()).group(1); "
+            "print(rows['steps'], int(hwm) // 1024)")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "out"), *runs], capture_output=True, text=True,
+                          timeout=900, check=True)
+    steps, peak_mib = map(int, proc.stdout.split())
+    assert steps == 100 * sum(e["key"] == "step" for e in many)
+    assert peak_mib < 500, f"collect peaked at {peak_mib} MiB"

@@ -218,3 +218,24 @@ def test_timed_iterations_stretch_fast_sizes_within_bounds():
     assert timed_iterations(spec, warmup_s=1e-6) == 1000  # capped
     assert timed_iterations(SweepSpec(("ring",), 8, 8, iters=20), warmup_s=1e-6) == 20  # min_time_s 0: exactly iters
     assert timed_iterations(spec, warmup_s=0.0) == 20  # no warm-up to estimate from
+
+
+def test_the_rendezvous_port_is_bound_before_it_is_announced():
+    """Rank 0's store listens before the port goes out, so no other process can take it in between."""
+    import datetime
+    import socket
+
+    from scalerepro.comm.torch_executor import rendezvous
+
+    class One:
+        rank, size = 0, 1
+
+        def bcast(self, value, root=0):
+            announced.append(value)
+            with socket.create_connection(("127.0.0.1", value[1]), timeout=5):  # already accepting
+                pass
+            return value
+
+    announced: list = []
+    store = rendezvous(One(), "127.0.0.1", datetime.timedelta(seconds=10))
+    assert announced == [("127.0.0.1", store.port)]

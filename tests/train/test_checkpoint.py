@@ -14,8 +14,10 @@ import numpy as np
 import pytest
 import torch
 
+from scalerepro.config import from_mapping
 from scalerepro.train.checkpoint import StopSignals
 from scalerepro.train.events import EventLog, read_events
+from scalerepro.train.loop import RunSpec, resume_key
 from tests.conftest import mpiexec
 
 SETTINGS = ["--set", "train.epochs=3", "--set", "train.width=8", "--set", "train.batch_per_rank=8",
@@ -149,3 +151,32 @@ def test_full_disk_at_a_checkpoint_keeps_the_previous_one_and_the_rerun_resumes(
     done = single_rank(args)
     assert done.returncode == 0, done.stderr
     assert json.loads((out / "run.json").read_text())["resumed"]
+
+
+def _key(algo: str = "ring", **sets: object) -> dict:
+    """The resume key of a run at 4 ranks with ``sets`` (section__key=value) over the defaults."""
+    raw: dict = {}
+    for dotted, value in sets.items():
+        section, key = dotted.split("__")
+        raw.setdefault(section, {})[key] = value
+    spec = RunSpec(config=from_mapping(raw), algorithm=algo, train_dir=Path("t"), val_dir=Path("v"), out=Path("o"))
+    return resume_key(spec, 4, "sha")
+
+
+@pytest.mark.parametrize("harmless", [
+    {"comm__timeout_s": 900}, {"loader__workers": 4}, {"loader__prefetch": 6}, {"train__overlap": True},
+    {"train__bucket_mib": 1}, {"train__threads_per_rank": 1}, {"train__eval_every": 2},
+    {"train__checkpoint_every": 3}, {"train__target_top1": 0.9}, {"train__ranks": [8]}, {"comm__chunk_bytes": 4096},
+    {"algo": "multicolor"}, {"algo": "torus2d"},
+])
+def test_settings_that_leave_the_maths_alone_keep_the_checkpoint(harmless):
+    assert _key(**harmless) == _key()
+
+
+@pytest.mark.parametrize("changed", [
+    {"train__base_lr": 0.2}, {"train__seed": 1}, {"train__bn_group": 2}, {"train__batch_per_rank": 16},
+    {"train__model": "resnet18"}, {"train__optimizer": "lars"}, {"train__epochs": 9}, {"train__weight_decay": 1e-4},
+    {"train__lr_schedule": "step"}, {"loader__crop_scale": [0.35, 1.0]}, {"train__label_smoothing": 0.1},
+])
+def test_settings_that_change_the_maths_refuse_the_checkpoint(changed):
+    assert _key(**changed) != _key()

@@ -140,3 +140,12 @@ def test_a_variant_emulating_two_nodes_gives_hierarchical_its_node_phases(run_mp
     (bucket,) = record["allreduce"]
     assert (bucket["nodes"], bucket["ranks_per_node"]) == (2, 2) and "as" not in bucket
     assert record["config"]["train"]["variant"] == "two-nodes" and record["config"]["train"]["batch_per_rank"] == 8
+
+
+def test_threads_per_rank_follow_the_cpu_affinity_not_the_machine():
+    """A rank pinned to one CPU (srun --cpus-per-task=1, a cgroup) runs one intra-op thread, whatever the node has."""
+    code = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); from mpi4py import MPI; "
+            "from scalerepro.config import from_mapping; from scalerepro.train.loop import threads_for; "
+            "print(threads_for(from_mapping({}).train, MPI.COMM_WORLD))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split()[-1] == "1"

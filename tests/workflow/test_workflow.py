@@ -131,14 +131,20 @@ def test_dry_run_plans_the_whole_grid(tmp_path):
 
 def test_dry_run_cluster_config_with_slurm_profile(tmp_path):
     wf = workflow_copy(tmp_path)
-    proc = snakemake(wf, "-n", "--profile", "workflow/profiles/slurm", "--configfile", "config/cluster.yaml")
+    proc = snakemake(wf, "-n", "-p", "--profile", "workflow/profiles/slurm", "--configfile", "config/cluster.yaml")
     assert proc.returncode == 0, proc.stderr
     counts = job_counts(proc.stdout)
+    sruns = re.findall(r"srun [^\n]*?-n \d+", proc.stdout)
+    assert len(sruns) == 2 * counts["train"] + counts["bench"]  # stage + train per run, one per bench
+    assert all(line.startswith("srun --cpus-per-task=8 --mpi=pmi2") for line in sruns), sruns[:3]
     assert "make_dataset" not in counts  # ImageNet is an existing folder, never generated
     assert counts["train"] == 6 * 6 and counts["bench"] == 6  # nccl, native, ring and the papers' 3 at 6 GPU counts
     assert "results/train/base/ring/n256/g1-s0-r0/run.json" in proc.stdout
     assert "results/train/base/nccl/n8/g1-s0-r0/run.json" in proc.stdout
     assert "results/train/base/torus2d/n64/g1-s0-r0/run.json" in proc.stdout
+    gres = {rule: set(re.findall(rf"rule {rule}:\n(?:    .*\n)*?    resources: .*?gres=([^,\n]*)", proc.stdout))
+            for rule in ("train", "bench")}
+    assert gres == {"train": {"gpu:8"}, "bench": {""}}  # the bench sums host buffers: it asks for no GPU
 
 
 PRESETS = {"ying2018": {"torus2d", "torus2d-3phase", "ring"}, "kumar2017": {"multicolor", "ring", "native"},

@@ -6,6 +6,7 @@ rule bench:
     output:
         "results/bench/n{ranks}.json",
     params:
+        launch=lambda w, resources: CFG.cluster.launch(resources.launcher),
         cfg=sections("bench", "comm"),
         compare=",".join(a for a in ("native", "gloo") if a in CFG.bench.algorithms),
     log:
@@ -14,9 +15,9 @@ rule bench:
         "../envs/scalerepro.yaml"
     threads: lambda w: int(w.ranks)
     resources:
-        **mpi_resources(CFG.cluster.bench_runtime_min, measure=1),
+        **mpi_resources(CFG.cluster.bench_runtime_min, gpus=False, measure=1),
     shell:
-        "{resources.launcher} -n {wildcards.ranks} scalerepro bench --config-json {params.cfg:q}"
+        "{params.launch} -n {wildcards.ranks} scalerepro bench --config-json {params.cfg:q}"
         " --compare {params.compare:q} --out {output} > {log} 2>&1"
 
 

@@ -54,13 +54,14 @@ def sections(*names):
     return json.dumps({name: config[name] for name in names}, sort_keys=True)
 
 
-def mpi_resources(runtime_min, **extra):
+def mpi_resources(runtime_min, gpus=True, **extra):
     """SLURM resources of a job of {ranks} MPI ranks, placed per the cluster section.
 
     Whole nodes of cluster.tasks_per_node ranks (--nodes, --ntasks-per-node, gres gpu:N per
     node, --cpus-per-task); one rank per node uses --ntasks instead (the plugin refuses
     tasks_per_node=1 for MPI jobs); a 1-rank job is not an MPI job for the plugin (mpi="").
-    The ranks are launched by `launcher` (mpiexec here; the SLURM profile sets srun).
+    The ranks are launched by `launcher` (mpiexec here; the SLURM profile sets srun). gpus=False: a job
+    that uses none (the bench sums host buffers) asks for none.
     """
     place = CFG.cluster
 
@@ -74,7 +75,7 @@ def mpi_resources(runtime_min, **extra):
         tasks_per_node=lambda w: per_node(w) if per_node(w) > 1 else 0,
         tasks=lambda w: int(w.ranks) if per_node(w) == 1 else 0,
         cpus_per_task=place.cpus_per_task,
-        gres=lambda w: f"gpu:{per_node(w)}" if place.gpus_per_node else "",
+        gres=lambda w: f"gpu:{per_node(w)}" if place.gpus_per_node and gpus else "",
         mem_mb_per_cpu=place.mem_mb_per_cpu,
         runtime=runtime_min,
         **extra,

@@ -15,6 +15,7 @@ rule train:
         events="results/train/{variant}/{algo}/n{ranks}/g{bn}-s{seed}-r{rep}/events.jsonl",
         stage="results/train/{variant}/{algo}/n{ranks}/g{bn}-s{seed}-r{rep}/stage.json",
     params:
+        launch=lambda w, resources: CFG.cluster.launch(resources.launcher),
         cfg=lambda w: json.dumps(CFG.run_sections(w.variant), sort_keys=True),
         out=lambda w, output: Path(output.run).parent,
         shards=lambda w, input: Path(input.train).parent,
@@ -29,10 +30,10 @@ rule train:
         # Every attempt's output is appended to the run folder's attempts.log (Snakemake removes
         # {log} before a retry); `supervise` names the rank that died, the step and the checkpoint.
         "(echo \"== train job on $(hostname) at $(date -u +%FT%TZ)\""
-        " && {resources.launcher} -n {wildcards.ranks} scalerepro stage --config-json {params.cfg:q}"
+        " && {params.launch} -n {wildcards.ranks} scalerepro stage --config-json {params.cfg:q}"
         " --shards {input.train} {input.val} --log {output.stage}"
         " && scalerepro supervise --run-dir {params.out} --"
-        " {resources.launcher} -n {wildcards.ranks} scalerepro train --config-json {params.cfg:q}"
+        " {params.launch} -n {wildcards.ranks} scalerepro train --config-json {params.cfg:q}"
         " --set train.bn_group={wildcards.bn} --set train.seed={wildcards.seed} --rep {wildcards.rep}"
         " --variant {wildcards.variant}"
         " --algo {wildcards.algo} --shards {params.shards} --out {params.out}) 2>&1"

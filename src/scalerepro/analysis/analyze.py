@@ -24,7 +24,8 @@ from scalerepro.io import write_json_atomic, write_text_atomic
 
 
 def time_to_accuracy(evals: pd.DataFrame, target: float) -> float | None:
-    """Seconds from run_start to the first eval with top1 >= target (None if never reached)."""
+    """Training seconds from run_start to the first eval with top1 >= target (None if never reached); the
+    downtime between a preempted run's segments is not in ``elapsed_s`` (see collect.training_clock)."""
     hit = evals[evals["top1"] >= target].sort_values("elapsed_s")
     return float(hit["elapsed_s"].iloc[0]) if len(hit) else None
 
@@ -36,6 +37,21 @@ def throughput(epochs: pd.DataFrame) -> float:
     return float(steady["images_per_s"].median())
 
 
+def step_parts(steps: pd.DataFrame) -> pd.Series:
+    """Seconds of a run's steps by part: data wait, forward+backward, all-reduce, optimizer.
+
+    The all-reduce part is the time the step waited for its sums after backward (``allreduce_wait_s``,
+    measured after a device synchronize): on a GPU, NCCL's calls only enqueue work, and with overlap the
+    communication thread's busy time (``allreduce_s``) runs beside backward; the wait is what the step
+    paid. Logs without it (older runs) fall back to the busy time.
+    """
+    wait = steps["allreduce_wait_s"] if "allreduce_wait_s" in steps and steps["allreduce_wait_s"].notna().all() \
+        else steps["allreduce_s"]
+    parts = steps[["data_s", "fwd_bwd_s", "optimizer_s"]].sum()
+    return pd.Series({"data_s": parts["data_s"], "fwd_bwd_s": parts["fwd_bwd_s"], "allreduce_s": wait.sum(),
+                      "optimizer_s": parts["optimizer_s"]})
+
+
 def per_run(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """One row per run: tta, throughput, final accuracy, all-reduce share of step time."""
     rows = []
@@ -43,7 +59,7 @@ def per_run(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
         ev = tables["evals"][tables["evals"]["run"] == run.run]
         ep = tables["epochs"][tables["epochs"]["run"] == run.run]
         st = tables["steps"][tables["steps"]["run"] == run.run]
-        step_total = st[["data_s", "fwd_bwd_s", "allreduce_s", "optimizer_s"]].sum()
+        step_total = step_parts(st)
         rows.append({
             "run": run.run, "setting": run.setting, "variant": run.variant, "algorithm": run.algorithm,
             "world_size": int(run.world_size), "bn_group": str(run.bn_group), "seed": int(run.seed),
@@ -53,7 +69,7 @@ def per_run(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
             "val_samples": int(ev["samples"].iloc[-1]) if len(ev) and "samples" in ev and ev["samples"].notna().any()
             else None,
             "tta_s": time_to_accuracy(ev, run.target_top1), "startup_s": run.startup_s,
-            "stage_s": run.stage_s,
+            "stage_s": run.stage_s, "downtime_s": getattr(run, "downtime_s", None),
             "images_per_s": throughput(ep) if len(ep) else None,
             "allreduce_share": float(step_total["allreduce_s"] / step_total.sum()) if step_total.sum() > 0 else None,
             **{f"{k}_share": float(step_total[f"{k}_s"] / step_total.sum()) if step_total.sum() > 0 else None
@@ -200,8 +216,8 @@ def _clean(value: Any) -> Any:
 
 def metrics(runs: pd.DataFrame, scale: pd.DataFrame, bench: pd.DataFrame) -> dict[str, Any]:
     """The DVC metrics document: a summary plus per-run and per-benchmark numbers."""
-    per = {r["run"]: {k: _clean(r[k]) for k in ("tta_s", "best_top1", "images_per_s", "allreduce_share",
-                                                     "startup_s", "stage_s")}
+    per = {r["run"]: {k: _clean(r.get(k)) for k in ("tta_s", "best_top1", "images_per_s", "allreduce_share",
+                                                         "startup_s", "stage_s", "downtime_s")}
            for _, r in runs.iterrows()}
     scaled = {f"{r['setting']}-n{int(r['world_size'])}": {"images_per_s": _clean(r["images_per_s"]),
                                                            "efficiency": _clean(r["efficiency"]), "runs": int(r["runs"]),

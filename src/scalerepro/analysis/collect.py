@@ -6,15 +6,16 @@ Reads only machine-readable files: each run's ``run.json`` and the
 
 from __future__ import annotations
 
+import csv
 import json
+import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 
 from scalerepro.config import run_id
 from scalerepro.errors import UserError
-from scalerepro.io import write_text_atomic
 from scalerepro.train.events import read_events
 
 TABLES = ("runs", "epochs", "evals", "steps", "bench")
@@ -38,13 +39,30 @@ def load_json(path: Path) -> dict[str, Any]:
         raise UserError(f"cannot read {path}: {exc}; re-run the rule that writes it") from None
 
 
+def training_clock(events: list[dict[str, Any]]) -> tuple[Callable[[dict[str, Any]], float], float]:
+    """Seconds since run_start counting training only, and the downtime left out.
+
+    A resumed run's log holds its segments in order; the time from the last event of a segment
+    (run_preempted, run_interrupted, or whatever it wrote before it died) to the next segment's
+    run_resume is waiting (the queue, a restart), not training, so time-to-accuracy leaves it out.
+    """
+    t0 = next(e["time_ms"] for e in events if e["key"] == "run_start")
+    gaps = [(e["time_ms"], e["time_ms"] - prev["time_ms"])
+            for prev, e in zip(events, events[1:]) if e["key"] == "run_resume"]
+
+    def elapsed(e: dict[str, Any]) -> float:
+        waited = sum(gap for at, gap in gaps if at <= e["time_ms"])
+        return (e["time_ms"] - t0 - waited) / 1000.0
+
+    return elapsed, sum(gap for _, gap in gaps) / 1000.0
+
+
 def run_tables(run_json: Path) -> dict[str, list[dict[str, Any]]]:
     """Rows of every table for one training run."""
     record = load_json(run_json)
     events = read_events(Path(run_json).parent / "events.jsonl")
     keys = grid_point(record)
-    t0 = next(e["time_ms"] for e in events if e["key"] == "run_start")
-    elapsed = lambda e: (e["time_ms"] - t0) / 1000.0  # noqa: E731
+    elapsed, downtime = training_clock(events)
     first_epoch = next((e for e in events if e["key"] == "epoch_start"), None)
     train = record["config"]["train"]
     out: dict[str, list[dict[str, Any]]] = {name: [] for name in TABLES}
@@ -54,7 +72,7 @@ def run_tables(run_json: Path) -> dict[str, list[dict[str, Any]]]:
         "epochs": train["epochs"],
         "target_top1": train["target_top1"], "final_top1": (record["final"] or {}).get("top1"),
         "startup_s": elapsed(first_epoch) if first_epoch else None, "hosts": len(set(record["hosts"])),
-        "stage_s": stage_seconds(Path(run_json).parent / "stage.json"),
+        "stage_s": stage_seconds(Path(run_json).parent / "stage.json"), "downtime_s": downtime,
     })
     for e in events:
         m = e["metadata"]
@@ -67,7 +85,8 @@ def run_tables(run_json: Path) -> dict[str, list[dict[str, Any]]]:
         elif e["key"] == "step":
             out["steps"].append(keys | {"step": e["value"], "epoch": m["epoch_num"], "batch": m["batch"], "loss": m["loss"],
                                         "data_s": m["data_s"], "fwd_bwd_s": m["fwd_bwd_s"],
-                                        "allreduce_s": m["allreduce_s"], "optimizer_s": m["optimizer_s"]})
+                                        "allreduce_s": m["allreduce_s"], "optimizer_s": m["optimizer_s"],
+                                        "allreduce_wait_s": m.get("allreduce_wait_s")})
     return out
 
 
@@ -98,19 +117,60 @@ def _cell(value: Any) -> Any:
     return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list, tuple)) else value
 
 
-def collect(runs: list[Path], benches: list[Path], out: Path) -> dict[str, pd.DataFrame]:
-    """Write runs/epochs/evals/steps/bench CSVs to ``out``; return the frames."""
-    rows: dict[str, list[dict[str, Any]]] = {name: [] for name in TABLES}
-    for path in runs:
-        for name, part in run_tables(path).items():
-            rows[name].extend(part)
-    for path in benches:
-        rows["bench"].extend(bench_rows(load_json(path)))
-    frames = {name: pd.DataFrame([{k: _cell(v) for k, v in row.items()} for row in r]) for name, r in rows.items()}
+class _Table:
+    """One CSV table written row by row under a temporary name, renamed into place when complete."""
+
+    def __init__(self, path: Path) -> None:
+        """Open ``path``'s temporary sibling; the header comes with the first row."""
+        self.path, self.rows = path, 0
+        self.tmp = path.with_name(f".{path.name}.partial")
+        self.fh = open(self.tmp, "w", newline="")
+        self.writer: csv.DictWriter | None = None
+
+    def write(self, rows: list[dict[str, Any]]) -> None:
+        """Append ``rows``; the first call's keys (in order, across its rows) are the table's columns."""
+        if not rows:
+            return
+        if self.writer is None:
+            columns = list(dict.fromkeys(k for row in rows for k in row))
+            self.writer = csv.DictWriter(self.fh, fieldnames=columns, restval="")
+            self.writer.writeheader()
+        writer = self.writer
+        for row in rows:
+            writer.writerow({k: _cell(v) for k, v in row.items()})
+        self.rows += len(rows)
+
+    def close(self, done: bool) -> None:
+        """Rename into place when ``done``; else drop the partial file (the previous table stays)."""
+        self.fh.close()
+        if done:
+            os.replace(self.tmp, self.path)
+        else:
+            self.tmp.unlink(missing_ok=True)
+
+
+def collect(runs: list[Path], benches: list[Path], out: Path,
+            progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
+    """Write runs/epochs/evals/steps/bench CSVs to ``out``, one run in memory at a time; return the row counts.
+
+    A sweep's step logs outgrow memory (millions of steps at 256 ranks); each run's events are read,
+    turned into rows and written before the next run is read. ``progress(done, total)`` after each run.
+    """
     out.mkdir(parents=True, exist_ok=True)
-    for name, frame in frames.items():
-        write_text_atomic(out / f"{name}.csv", frame.to_csv(index=False))
-    return frames
+    tables = {name: _Table(out / f"{name}.csv") for name in TABLES}
+    done = False
+    try:
+        for i, path in enumerate(runs, 1):
+            for name, part in run_tables(path).items():
+                tables[name].write(part)
+            if progress:
+                progress(i, len(runs))
+        tables["bench"].write([row for path in benches for row in bench_rows(load_json(path))])  # small: at once
+        done = True
+    finally:
+        for table in tables.values():
+            table.close(done)
+    return {name: table.rows for name, table in tables.items()}
 
 
 def read_csv(path: Path, writer: str) -> pd.DataFrame:

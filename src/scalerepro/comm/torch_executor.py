@@ -36,11 +36,16 @@ BLOCK_BYTES = 4 << 20
 CHUNK_BYTES = 1 << 62
 
 
-def _free_port() -> int:
-    """A TCP port free on this host right now."""
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return int(s.getsockname()[1])
+def rendezvous(comm: Any, host: str, timeout: datetime.timedelta) -> Any:
+    """torch.distributed's key-value store: rank 0 binds it on a free port first, then announces host and port
+    through MPI (a port picked, closed and announced could be taken by another job in between)."""
+    import torch.distributed as dist
+
+    server = None
+    if comm.rank == 0:
+        server = dist.TCPStore(host, 0, comm.size, True, timeout=timeout, wait_for_workers=False)
+    addr, port = comm.bcast((host, server.port) if server is not None else None, root=0)
+    return server if server is not None else dist.TCPStore(addr, port, comm.size, False, timeout=timeout)
 
 
 class Session:
@@ -54,11 +59,10 @@ class Session:
         if dist.is_initialized():
             raise UserError("torch.distributed is already initialised in this process; scalerepro sets up its own "
                             "process group (one comm Context per process owns it)")
-        host = os.environ.get("SCALEREPRO_GLOO_HOST") or socket.gethostname()
-        addr, port = comm.bcast((host, _free_port()) if comm.rank == 0 else None, root=0)
+        timeout = datetime.timedelta(seconds=timeout_s)
+        store = rendezvous(comm, os.environ.get("SCALEREPRO_GLOO_HOST") or socket.gethostname(), timeout)
         self.backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
-        dist.init_process_group(self.backend, init_method=f"tcp://{addr}:{port}", rank=comm.rank,
-                                world_size=comm.size, timeout=datetime.timedelta(seconds=timeout_s))
+        dist.init_process_group(self.backend, store=store, rank=comm.rank, world_size=comm.size, timeout=timeout)
         self.comm = comm
         self.groups: dict[tuple[int, ...], Any] = {}
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from scalerepro.data.jpegrows import add_row_restarts, jpegtran, with_row_index
 from scalerepro.data.shards import FORMAT, MANIFEST, ShardWriter, shard_name
 from scalerepro.errors import UserError
 from scalerepro.io import write_json_atomic
+from scalerepro.oversubscription import usable_cpus
 
 IMAGE_SUFFIXES = {".jpeg", ".jpg", ".png"}
 REENCODE_QUALITY = 95
@@ -215,7 +215,7 @@ class _Packer:
                     continue
                 self.counts[how] = self.counts.get(how, 0) + 1
                 kept.append((sample, data))
-            with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            with ThreadPoolExecutor(max_workers=len(usable_cpus())) as pool:
                 for (sample, data), indexed in zip(kept, pool.map(self._rows, [d for _, d in kept])):
                     self.row_indexed += indexed is not None
                     writer.add(indexed or data, sample.label, sample.relpath)

@@ -9,7 +9,6 @@ every rank stop at the same step boundary, checkpoint and exit.
 from __future__ import annotations
 
 import math
-import os
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from scalerepro.data.loader import ShardDataset, batches, epoch_indices, eval_in
 from scalerepro.errors import UserError
 from scalerepro.io import write_json_atomic
 from scalerepro.mpi import hosts, node_comm, node_layout, on_root, processes
+from scalerepro.oversubscription import usable_cpus
 from scalerepro.provenance import argv, scheduler, versions
 from scalerepro.train import checkpoint
 from scalerepro.train.checkpoint import Preempted, Progress, StopSignals
@@ -54,10 +54,15 @@ class RunSpec:
 
 
 def threads_for(cfg: TrainConfig, comm: MPI.Intracomm) -> int:
-    """Intra-op threads per rank: configured, or the node's cores shared among its ranks."""
+    """Intra-op threads per rank: configured, or this rank's usable CPUs (its affinity) shared with the node's
+    ranks that may run on the same CPUs (srun --cpus-per-task gives each its own; mpiexec shares them)."""
     if cfg.threads_per_rank:
         return cfg.threads_per_rank
-    return max(1, (os.cpu_count() or 1) // node_comm(comm).size)
+    node = node_comm(comm)
+    mine = frozenset(usable_cpus())
+    sharing = sum(1 for other in node.allgather(mine) if other == mine)
+    node.Free()
+    return max(1, len(mine) // sharing)
 
 
 def timed(it: Any) -> Any:
@@ -244,16 +249,29 @@ class Session:
         }
 
 
-def resume_key(spec: RunSpec, world: int, data_sha256: str) -> dict[str, Any]:
-    """What a checkpoint must match to be resumed: algorithm, ranks, data and every setting of this run.
+# The settings that change what a run computes; a checkpoint resumes only when they match. Left out:
+# the sweep's grid, timeouts, loader workers and prefetch, overlap, bucket size, threads, evaluation and
+# checkpoint cadence, the target: raising comm.timeout_s after a watchdog abort must not throw the run away.
+MATH_KEYS = {
+    "train": ("model", "width", "image_size", "batch_per_rank", "epochs", "base_lr", "reference_batch",
+              "warmup_epochs", "momentum", "weight_decay", "label_smoothing", "seed", "optimizer", "nesterov",
+              "lars_eta", "lr_schedule", "poly_power", "decay_epochs", "decay_factor", "bn_group", "bf16"),
+    "loader": ("crop_scale", "eval_crop_fraction"),
+}
 
-    The sweep's grid (train.ranks, train.algorithms) is left out: adding a rank count to the grid
-    must not invalidate the runs already checkpointed.
-    """
+
+def numerics(algorithm: str) -> str:
+    """The arithmetic an all-reduce does: every algorithm here sums float32 gradients once per element (only
+    the order differs), so a run may resume under another; a lossy one (compression) would be another class."""
+    return "float32 sum"
+
+
+def resume_key(spec: RunSpec, world: int, data_sha256: str) -> dict[str, Any]:
+    """What a checkpoint must match to be resumed: what changes the maths (:data:`MATH_KEYS`), the rank
+    count (global batch, BN groups), the data, and the all-reduce's numerics class."""
     cfg = spec.config.to_dict()
-    train = {k: v for k, v in cfg["train"].items() if k not in ("ranks", "algorithms")}
-    return {"algorithm": spec.algorithm, "world_size": world, "train": train, "loader": cfg["loader"],
-            "comm": cfg["comm"], "train_sha256": data_sha256}
+    kept = {section: {k: cfg[section][k] for k in keys} for section, keys in MATH_KEYS.items()}
+    return {"numerics": numerics(spec.algorithm), "world_size": world, **kept, "train_sha256": data_sha256}
 
 
 def evaluate(trainer: Trainer, data: ShardDataset, spec: RunSpec, layout: Any, ctx: Context) -> tuple[float, float, int]:

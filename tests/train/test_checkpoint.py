@@ -180,3 +180,14 @@ def test_settings_that_leave_the_maths_alone_keep_the_checkpoint(harmless):
 ])
 def test_settings_that_change_the_maths_refuse_the_checkpoint(changed):
     assert _key(**changed) != _key()
+
+
+READ_CHECK = str(Path(__file__).with_name("checkpoint_read_check.py"))
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("ranks, nodes", [(3, 1), (4, 2)])
+def test_one_rank_per_node_reads_the_checkpoint_and_each_rank_gets_its_own_buffers(run_mpi, tmp_path, ranks, nodes):
+    env = {"MPIR_CVAR_NUM_CLIQUES": str(nodes)} if nodes > 1 else {}  # MPICH's emulated nodes
+    out = run_mpi(ranks, [READ_CHECK, str(tmp_path)], env=env, timeout=300).stdout
+    assert f"OK {nodes}" in out, out

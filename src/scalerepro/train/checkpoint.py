@@ -25,6 +25,7 @@ from torch import nn
 
 from scalerepro.errors import UserError
 from scalerepro.io import write_bytes_atomic
+from scalerepro.mpi import node_comm
 
 CHECKPOINT = "checkpoint.pt"
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
@@ -62,28 +63,50 @@ def save(path: Path, model: nn.Module, opt: torch.optim.Optimizer, progress: Pro
 
 def load(path: Path, model: nn.Module, opt: torch.optim.Optimizer, meta: dict[str, Any],
          comm: MPI.Intracomm) -> Progress | None:
-    """Restore from ``path`` if it exists (every rank reads it); None when there is none.
+    """Collective: restore from ``path`` if it exists; None when there is none.
 
-    A checkpoint from a run with other settings is refused with the fix.
+    One rank per node reads the file and hands its node's ranks what they need: the shared parameters,
+    optimizer state and progress, and each rank its own batch-norm buffers (256 ranks reading every
+    rank's buffers from a shared filesystem would read the whole file 256 times). A checkpoint from a
+    run with other settings is refused with the fix.
     """
     if not path.exists():
         return None
+    node = node_comm(comm)
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:
-        raise UserError(f"checkpoint {path} is unreadable ({type(exc).__name__}: {exc}); delete it to start over") from None
+        state = _read_on_leader(path, node)
+        buffers = state.pop("buffers_per_rank", None)
+        ranks = node.gather(comm.rank, root=0)  # the node's world ranks, in node order
+        ours = node.scatter([buffers[r] for r in ranks] if node.rank == 0 else None, root=0)
+        state = node.bcast(state, root=0)
+    finally:
+        node.Free()
     if state["meta"] != meta:
-        ours, theirs = _flat(meta), _flat(state["meta"])
-        diff = [f"{k}: {theirs.get(k)!r} there, {ours.get(k)!r} now" for k in sorted(set(ours) | set(theirs))
-                if ours.get(k) != theirs.get(k)]
+        mine, theirs = _flat(meta), _flat(state["meta"])
+        diff = [f"{k}: {theirs.get(k)!r} there, {mine.get(k)!r} now" for k in sorted(set(mine) | set(theirs))
+                if mine.get(k) != theirs.get(k)]
         raise UserError(f"checkpoint {path} was written by a run with other settings ({'; '.join(diff)}); "
                         f"use another --out, or delete the checkpoint to start over")
     model.load_state_dict(state["model"])
-    ours = state["buffers_per_rank"][comm.rank]
     for name, t in model.named_buffers():
         t.copy_(ours[name])
     opt.load_state_dict(state["optimizer"])
     return Progress(**state["progress"])
+
+
+def _read_on_leader(path: Path, node: MPI.Intracomm) -> dict[str, Any]:
+    """The checkpoint's contents on the node's first rank ({} elsewhere); a read error raised on every rank."""
+    state: dict[str, Any] = {}
+    error = None
+    if node.rank == 0:
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as exc:
+            error = f"checkpoint {path} is unreadable ({type(exc).__name__}: {exc}); delete it to start over"
+    error = node.bcast(error, root=0)
+    if error is not None:
+        raise UserError(error)
+    return state
 
 
 def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections import namedtuple
+from pathlib import Path
 
 import pytest
 
@@ -27,6 +29,8 @@ def test_corrupted_staged_shard_is_replaced(tiny_shards, tmp_path):
     data = bytearray(victim.read_bytes())
     data[100] ^= 0xFF
     victim.write_bytes(bytes(data))
+    # a later write; a coarse file-system clock could stamp it within the same few ms as the staging
+    os.utime(victim, ns=(victim.stat().st_atime_ns, victim.stat().st_mtime_ns + 1_000_000))
     again = stage.stage_split(tiny_shards / "train", str(tmp_path))
     assert again["copied"] == 1 and again["already_present"] == 3
 
@@ -108,3 +112,21 @@ def test_capacity_is_checked_for_every_split_before_any_copy(tiny_shards, tmp_pa
     with pytest.raises(UserError, match="needs"):
         stage.stage_splits([tiny_shards / "train", tiny_shards / "val"], str(tmp_path / "shm"))
     assert not list((tmp_path / "shm").rglob("*.srs"))  # train alone would fit, but nothing was copied
+
+
+def test_a_warm_restart_trusts_staged_shards_by_their_record_without_rehashing(tiny_shards, tmp_path, monkeypatch):
+    """The second staging reads no staged byte: size, sha256 and mtime recorded when it was verified suffice."""
+    root = str(tmp_path / "shm")
+    stage.stage_split(tiny_shards / "train", root)
+    hashed = []
+    real = stage.sha256_file
+    monkeypatch.setattr(stage, "sha256_file", lambda p: hashed.append(p) or real(p))
+    again = stage.stage_split(tiny_shards / "train", root)
+    assert again["copied"] == 0 and again["already_present"] > 0 and hashed == []
+    victim = Path(again["dest"]) / again["shards"][0]
+    data = bytearray(victim.read_bytes())
+    data[-1] ^= 0xFF  # same size, other bytes, a later modification time
+    victim.write_bytes(bytes(data))
+    os.utime(victim, ns=(victim.stat().st_atime_ns, victim.stat().st_mtime_ns + 1_000_000))
+    third = stage.stage_split(tiny_shards / "train", root)
+    assert third["copied"] == 1 and victim in hashed  # re-hashed, found wrong, copied again

@@ -357,8 +357,7 @@ def _check_cross_fields(data: Mapping[str, Any]) -> None:
 
 
 SWEEP_KEYS = ("ranks", "algorithms", "bn_groups", "seeds", "repetitions", "variants", "studies")
-GRID_KEYS = ("ranks", "algorithms", "bn_groups", "seeds", "repetitions", "variants", "studies", "variant",
-             "bn_group", "seed")
+GRID_KEYS = SWEEP_KEYS + ("variant", "bn_group", "seed")  # what a variant may not set
 
 
 def train_grids(train: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -381,9 +380,9 @@ def _check_train(data: Mapping[str, Any]) -> None:
         if unknown:
             raise UserError(f"invalid configuration:\n  {where}.variants: {unknown} not defined in train.variants "
                             f"(defined: {sorted(train['variants'])}); add them there or use base")
-        for v in grid["variants"]:  # (a variant's resolved config plans no grid: its checks are the sweep's)
+        for v in grid["variants"] if train["variant"] == "base" else []:  # a resolved variant plans no grid
             split = (train if v == "base" else {**train, **train["variants"][v]}).get("emulate_nodes", 0)
-            bad = [r for r in grid["ranks"] if split > 1 and r % split and train["variant"] == "base"]
+            bad = [r for r in grid["ranks"] if split > 1 and r % split]
             if bad:
                 raise UserError(f"invalid configuration:\n  {where}: variant {v} emulates {split} nodes, which does "
                                 f"not divide ranks {bad}; train those rank counts in another study")

@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from scalerepro.analysis.accuracy import REFERENCE  # noqa: E402
 from scalerepro.analysis.collect import read_csv  # noqa: E402
 
 FIGURES = ("scaling.png", "scaling_efficiency.png", "time_to_accuracy.png", "allreduce_busbw.png", "step_breakdown.png",
@@ -194,7 +195,7 @@ def simulation_scale_plot(sim: pd.DataFrame, path: Path) -> Path:
     return _save(grid.figure, path)
 
 
-def _curves(tta: pd.DataFrame, runs: pd.DataFrame, labels: pd.Series) -> pd.DataFrame:
+def _curves(tta: pd.DataFrame, labels: pd.Series) -> pd.DataFrame:
     """Top-1 per epoch of the runs named in ``labels`` (index: run), each labelled."""
     curves = tta[tta["run"].isin(labels.index)].copy()
     curves["label"] = curves["run"].map(labels)
@@ -209,9 +210,9 @@ def accuracy_plot(tta: pd.DataFrame, agreement: pd.DataFrame, runs: pd.DataFrame
         variant, world, bn, seed = key
         same = runs[(runs["variant"] == variant) & (runs["world_size"] == world) & (runs["bn_group"].astype(str) == str(bn))]
         at_seed = same[same["seed"] == seed].set_index("run")["algorithm"]
-        sns.lineplot(data=_curves(tta, runs, at_seed), x="epoch", y="top1", hue="label", marker="o", ax=ax, lw=1)
-        others = same[(same["algorithm"] == "ring") & (same["seed"] != seed)].set_index("run")["seed"]
-        for run_name, g in _curves(tta, runs, others).groupby("run"):
+        sns.lineplot(data=_curves(tta, at_seed), x="epoch", y="top1", hue="label", marker="o", ax=ax, lw=1)
+        others = same[(same["algorithm"] == REFERENCE) & (same["seed"] != seed)].set_index("run")["seed"]
+        for run_name, g in _curves(tta, others).groupby("run"):
             ax.plot(g["epoch"], g["top1"], ls="--", color="grey", label=f"ring, seed {others[run_name]}")
         ax.legend(title=f"{world} ranks, {variant}, seed {seed}", fontsize=7)
     else:
@@ -221,18 +222,23 @@ def accuracy_plot(tta: pd.DataFrame, agreement: pd.DataFrame, runs: pd.DataFrame
     return _save(fig, path)
 
 
+def _prefer_base(runs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """One run per value of ``keys``, the base recipe's where there is one (e.g. not its two-nodes twin)."""
+    return runs.sort_values("variant", key=lambda v: v != "base").drop_duplicates(keys)
+
+
 def recipe_plot(tta: pd.DataFrame, recipes: pd.DataFrame, path: Path) -> Path:
     """Two panels: top-1 per epoch by BN group (same global batch), and by optimizer and global batch."""
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), sharey=True)
     if len(recipes):
         small = recipes["global_batch"].min()
         bn = recipes[(recipes["optimizer"] == "sgd") & (recipes["global_batch"] == small) & (recipes["seed"] == recipes["seed"].min())]
-        labels = bn.sort_values("variant", key=lambda v: v != "base").drop_duplicates("bn_group").set_index("run")["bn_group"].map(lambda g: f"BN over {g} rank(s)")
-        sns.lineplot(data=_curves(tta, bn, labels), x="epoch", y="top1", hue="label", marker="o", ax=axes[0])
+        labels = _prefer_base(bn, ["bn_group"]).set_index("run")["bn_group"].map(lambda g: f"BN over {g} rank(s)")
+        sns.lineplot(data=_curves(tta, labels), x="epoch", y="top1", hue="label", marker="o", ax=axes[0])
         opt = recipes[(recipes["bn_group"].astype(str) == "1") & (recipes["seed"] == recipes["seed"].min())]
-        opt = opt.sort_values("variant", key=lambda v: v != "base").drop_duplicates(["optimizer", "global_batch"])
+        opt = _prefer_base(opt, ["optimizer", "global_batch"])
         labels = opt.set_index("run").apply(lambda r: f"{r['optimizer']}, global batch {r['global_batch']}", axis=1)
-        sns.lineplot(data=_curves(tta, opt, labels), x="epoch", y="top1", hue="label", marker="o", ax=axes[1])
+        sns.lineplot(data=_curves(tta, labels), x="epoch", y="top1", hue="label", marker="o", ax=axes[1])
         world = int(recipes["world_size"].iloc[0])
         axes[0].set_title(f"Distributed batch norm ({world} ranks, global batch {small})")
         axes[1].set_title(f"Momentum SGD vs LARS as the batch grows ({world} ranks)")

@@ -19,7 +19,7 @@ from scalerepro.analysis.collect import read_csv
 from scalerepro.errors import UserError
 from scalerepro.io import write_json_atomic, write_text_atomic
 
-TABLES = ("runs", "busbw", "accuracy", "recipes", "scaling", "papers")
+TABLES = ("busbw", "accuracy", "recipes", "scaling", "papers")
 CARD_COLUMNS = ["paper", "claim", "published", "where", "measured", "simulated", "verdict", "value", "reproduced"]
 
 
@@ -178,8 +178,6 @@ def simulated(papers_csv: pd.DataFrame, claim: str | None) -> str:
 
 def _format(metric: str, value: float) -> str:
     """A simulated value in the claim's unit."""
-    if pd.isna(value):
-        return "no value"
     return {"efficiency": f"{value:.0%} efficiency", "time_90_epochs_s": f"{value / 60:.1f} min for 90 epochs",
             "images_per_s": f"{value / 1e6:.3f} M images/s", "speedup_over": f"{value:.1f}x faster all-reduce"
             }.get(metric, f"{value:.3g} {metric}")

@@ -260,10 +260,9 @@ MATH_KEYS = {
 }
 
 
-def numerics(algorithm: str) -> str:
-    """The arithmetic an all-reduce does: every algorithm here sums float32 gradients once per element (only
-    the order differs), so a run may resume under another; a lossy one (compression) would be another class."""
-    return "float32 sum"
+# The arithmetic of the gradient all-reduce: every algorithm here sums float32 gradients once per element
+# (only the order differs), so a run may resume under another; a lossy one (compression) would differ.
+NUMERICS = "float32 sum"
 
 
 def resume_key(spec: RunSpec, world: int, data_sha256: str) -> dict[str, Any]:
@@ -271,7 +270,7 @@ def resume_key(spec: RunSpec, world: int, data_sha256: str) -> dict[str, Any]:
     count (global batch, BN groups), the data, and the all-reduce's numerics class."""
     cfg = spec.config.to_dict()
     kept = {section: {k: cfg[section][k] for k in keys} for section, keys in MATH_KEYS.items()}
-    return {"numerics": numerics(spec.algorithm), "world_size": world, **kept, "train_sha256": data_sha256}
+    return {"numerics": NUMERICS, "world_size": world, **kept, "train_sha256": data_sha256}
 
 
 def evaluate(trainer: Trainer, data: ShardDataset, spec: RunSpec, layout: Any, ctx: Context) -> tuple[float, float, int]:

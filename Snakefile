@@ -33,6 +33,7 @@ rule all:
         "results/metrics.json",
         "results/analysis/costmodel.json",
         "results/reproduction.md",
+        "results/stage_clean.json",
         MLPERF_LOGS,
         PLOTS,
         PLOTS_SVG,

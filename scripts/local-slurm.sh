@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# A real single-node SLURM cluster on this machine, from Debian's packages, for
-# the SLURM end-to-end test and CI (../shared/design/ECOSYSTEM.md).
+# A real SLURM cluster on this machine, from Debian's packages, for the SLURM
+# end-to-end tests and CI: one node, or several nodes as several slurmd on this
+# one host.
 #
-#   scripts/local-slurm.sh install    apt-get install the daemons and clients if missing
-#   scripts/local-slurm.sh up DIR     install if missing, start munged, slurmctld, slurmd;
-#                                     wait until the node is idle; print `export SLURM_CONF=...`
-#                                     (/etc/slurm/slurm.conf links to DIR's config while it runs)
-#   scripts/local-slurm.sh down DIR   stop the daemons this script started in DIR
+#   scripts/local-slurm.sh install              apt-get install the daemons and clients if missing
+#   scripts/local-slurm.sh up DIR [--nodes N]   install if missing, start munged, slurmctld and one slurmd
+#                                               per node (N > 1: nodes n1..nN, slurmd ports 17001...);
+#                                               wait until every node is idle; print `export SLURM_CONF=...`
+#                                               (/etc/slurm/slurm.conf links to DIR's config while it runs)
+#   scripts/local-slurm.sh down DIR             stop the daemons this script started in DIR
 #
 # Everything (config, state, spool, logs, pid files) lives in DIR. Needs root
-# (apt, munge, slurmd).
+# (apt, munge, slurmd). Each of N nodes declares all of this host's CPUs (the
+# partition oversubscribes); a job sees the node it runs on in SLURMD_NODENAME.
 set -euo pipefail
 
 die() { echo "local-slurm: error: $*" >&2; exit 1; }
@@ -36,23 +39,29 @@ start_munge() {
     touch "$dir/started-munged"
 }
 
+node_names() {
+    local nodes=$1
+    if [ "$nodes" -eq 1 ]; then hostname -s; else seq -f 'n%g' 1 "$nodes"; fi
+}
+
 write_conf() {
-    local dir=$1 node mem
-    node=$(hostname -s)
-    mem=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 * 9 / 10 ))
+    local dir=$1 nodes=$2 host mem names k=0 name
+    host=$(hostname -s)
+    mem=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 * 9 / 10 / nodes ))
+    names=$(node_names "$nodes" | paste -sd,)
     mkdir -p "$dir/state" "$dir/spool"
     cat > "$dir/slurm.conf" <<EOF
 ClusterName=scalerepro
-SlurmctldHost=$node(127.0.0.1)
+SlurmctldHost=$host(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 StateSaveLocation=$dir/state
-SlurmdSpoolDir=$dir/spool
+SlurmdSpoolDir=$dir/spool/%n
 SlurmctldPidFile=$dir/slurmctld.pid
-SlurmdPidFile=$dir/slurmd.pid
+SlurmdPidFile=$dir/slurmd.%n.pid
 SlurmctldLogFile=$dir/slurmctld.log
-SlurmdLogFile=$dir/slurmd.log
+SlurmdLogFile=$dir/slurmd.%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -67,13 +76,22 @@ SlurmctldTimeout=30
 SlurmdTimeout=30
 InactiveLimit=0
 KillWait=10
-NodeName=$node NodeAddr=127.0.0.1 CPUs=$(nproc) RealMemory=$mem State=UNKNOWN
-PartitionName=debug Nodes=$node Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 EOF
+    for name in $(node_names "$nodes"); do
+        k=$((k + 1))
+        if [ "$nodes" -eq 1 ]; then
+            echo "NodeName=$name NodeAddr=127.0.0.1 CPUs=$(nproc) RealMemory=$mem State=UNKNOWN"
+        else
+            echo "NodeName=$name NodeHostname=$host NodeAddr=127.0.0.1 Port=$((17000 + k)) CPUs=$(nproc)" \
+                 "RealMemory=$mem State=UNKNOWN"
+        fi
+    done >> "$dir/slurm.conf"
+    echo "PartitionName=debug Nodes=$names Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES" >> "$dir/slurm.conf"
 }
 
 up() {
-    local dir=$1
+    local dir=$1 nodes=$2 name idle
+    [[ "$nodes" =~ ^[1-9][0-9]*$ ]] || die "--nodes $nodes: expected a positive whole number"
     mkdir -p "$dir"
     dir=$(cd "$dir" && pwd)
     install_packages
@@ -81,7 +99,7 @@ up() {
         die "slurmctld/slurmd already running (pids $(pgrep -d, -x 'slurmctld|slurmd')); stop that cluster first"
     fi
     start_munge "$dir"
-    write_conf "$dir"
+    write_conf "$dir" "$nodes"
     # Jobs see the cluster through the default path: Snakemake's jobstep strips SLURM_* (SLURM_CONF too).
     if [ -e /etc/slurm/slurm.conf ] && [ ! -L /etc/slurm/slurm.conf ]; then
         die "/etc/slurm/slurm.conf exists and is not ours; this script will not replace a real cluster's config"
@@ -90,23 +108,27 @@ up() {
     ln -sfn "$dir/slurm.conf" /etc/slurm/slurm.conf
     export SLURM_CONF=$dir/slurm.conf
     slurmctld -f "$SLURM_CONF"
-    slurmd -f "$SLURM_CONF"
+    for name in $(node_names "$nodes"); do
+        mkdir -p "$dir/spool/$name"
+        if [ "$nodes" -eq 1 ]; then slurmd -f "$SLURM_CONF"; else slurmd -f "$SLURM_CONF" -N "$name"; fi
+    done
     for _ in $(seq 60); do
-        if sinfo -h -o %T 2>/dev/null | grep -qx idle; then
+        idle=$(sinfo -h -N -o '%N %T' 2>/dev/null | awk '$2 == "idle"' | wc -l)
+        if [ "$idle" -eq "$nodes" ]; then
             echo "export SLURM_CONF=$SLURM_CONF"
             return
         fi
         sleep 0.5
     done
-    sinfo >&2 || true
-    tail -n 20 "$dir/slurmctld.log" "$dir/slurmd.log" >&2 || true
+    sinfo -N >&2 || true
+    tail -n 20 "$dir"/slurmctld.log "$dir"/slurmd.*.log >&2 || true
     down "$dir"
-    die "the node did not become idle within 30 s (logs above, in $dir)"
+    die "$nodes node(s) did not all become idle within 30 s (logs above, in $dir)"
 }
 
 down() {
     local dir=$1 pidfile pid
-    for pidfile in "$dir/slurmd.pid" "$dir/slurmctld.pid"; do
+    for pidfile in "$dir"/slurmd.*.pid "$dir/slurmctld.pid"; do
         [ -s "$pidfile" ] || continue
         pid=$(cat "$pidfile")
         kill "$pid" 2>/dev/null || true
@@ -124,7 +146,13 @@ down() {
 
 case "${1:-}" in
     install) install_packages ;;
-    up) [ -n "${2:-}" ] || die "usage: $0 up DIR"; up "$2" ;;
+    up)
+        [ -n "${2:-}" ] || die "usage: $0 up DIR [--nodes N]"
+        case "${3:-}" in
+            "") up "$2" 1 ;;
+            --nodes) [ -n "${4:-}" ] || die "usage: $0 up DIR --nodes N"; up "$2" "$4" ;;
+            *) die "unknown option ${3}; usage: $0 up DIR [--nodes N]" ;;
+        esac ;;
     down) [ -n "${2:-}" ] || die "usage: $0 down DIR"; down "$2" ;;
-    *) echo "usage: $0 install | up DIR | down DIR" >&2; exit 2 ;;
+    *) echo "usage: $0 install | up DIR [--nodes N] | down DIR" >&2; exit 2 ;;
 esac

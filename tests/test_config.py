@@ -176,3 +176,18 @@ def test_bad_studies_and_variants_are_named(train, message):
 ])
 def test_srun_steps_get_the_cpus_per_task_of_the_cluster_section(launcher, line):
     assert from_mapping({"cluster": {"cpus_per_task": 6}}).cluster.launch(launcher) == line
+
+
+def test_staged_shards_are_removed_after_the_sweep_under_slurm_unless_kept():
+    base = load(REPO / "config" / "config.yaml")
+    assert base.stage.keep is None and base.stage.kept("mpiexec") and not base.stage.kept("srun --mpi=pmi2")
+    kept = load(REPO / "config" / "config.yaml", json.dumps({"stage": {"keep": True}})).stage
+    assert kept.kept("srun --mpi=pmi2")
+    with pytest.raises(UserError, match="keep"):
+        load(REPO / "config" / "config.yaml", json.dumps({"stage": {"keep": "yes"}}))
+
+
+def test_a_runs_stage_section_leaves_out_keep_so_changing_it_reruns_no_run():
+    a = load(REPO / "config" / "config.yaml")
+    b = load(REPO / "config" / "config.yaml", json.dumps({"stage": {"keep": True}}))
+    assert a.run_sections("base") == b.run_sections("base")

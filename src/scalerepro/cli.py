@@ -19,15 +19,25 @@ from scalerepro.oversubscription import emulate_nodes, usable_cpus
 CONFIG_HELP = "YAML config file (e.g. config/config.yaml); keys missing there take the schema's defaults"
 
 
-def _progress(label: str) -> Callable[[int, int], None]:
-    """A progress callback printing about every 10% to stderr."""
-    state = {"last": -1}
+def _progress(label: str, timed: bool = False) -> Callable[[int, int], None]:
+    """A progress callback printing about every 10% (``timed``: every 1%, with the rate and time left) to stderr."""
+    import time
+
+    state = {"last": -1, "t0": time.monotonic(), "first": None}
+    step = 1 if timed else 10
 
     def report(done: int, total: int) -> None:
         pct = done * 100 // max(1, total)
-        if pct // 10 != state["last"] // 10 or done == total:
+        if state["first"] is None:
+            state["first"] = done - 1  # work kept from an earlier attempt is not this attempt's rate
+        if pct // step != state["last"] // step or done == total:
             state["last"] = pct
-            print(f"{label}: {done}/{total} ({pct}%)", file=sys.stderr, flush=True)
+            line = f"{label}: {done}/{total} ({pct}%)"
+            elapsed = time.monotonic() - state["t0"]
+            if timed and elapsed > 0 and done > state["first"]:
+                rate = (done - state["first"]) / elapsed
+                line += f", {rate:.0f}/s, {(total - done) / rate / 60:.1f} min left"
+            print(line, file=sys.stderr, flush=True)
 
     return report
 
@@ -88,7 +98,7 @@ def cmd_make_dataset(args: argparse.Namespace) -> None:
 
 def cmd_shard(args: argparse.Namespace) -> None:
     """Shard the train and/or val split."""
-    from scalerepro.data.pack import shard_split
+    from scalerepro.data.pack import describe_rate, shard_split
 
     cfg = _config(args)
     source = Path(args.dataset) if args.dataset else cfg.dataset.path
@@ -99,11 +109,13 @@ def cmd_shard(args: argparse.Namespace) -> None:
     counts = {"train": cfg.shard.train_shards, "val": cfg.shard.val_shards}
     for split in splits:
         m = shard_split(source, split, Path(args.out) / split, counts[split], cfg.shard.seed, args.skip_bad,
-                        _progress(f"shard {split}"))
-        print(f"{split}: {m['samples']} samples in {len(m['shards'])} shards, {m['bytes'] / 2**20:.1f} MiB, "
-              f"converted {m['converted']}, skipped {len(m['skipped'])}, row-indexed {m['row_index']['images']}"
+                        _progress(f"shard {split}", timed=True), args.threads)
+        print(f"{split}: {m['samples']} samples in {len(m['shards'])} shards ({m['kept_from_earlier_attempt']} kept "
+              f"from an earlier attempt), {m['bytes'] / 2**20:.1f} MiB, converted {m['converted']}, skipped "
+              f"{len(m['skipped'])}, row-indexed {m['row_index']['images']}"
               + ("" if m["row_index"]["tool"] else " (install jpegtran, Debian's libjpeg-turbo-progs, and re-shard "
                  "for the loader to decode only the rows each crop needs)"), file=sys.stderr)
+        print(describe_rate(m["rate"]), file=sys.stderr)
 
 
 def cmd_stage(args: argparse.Namespace) -> None:
@@ -115,8 +127,10 @@ def cmd_stage(args: argparse.Namespace) -> None:
     root = args.root or _config(args).stage.root
     comm = world()
     if args.clean:
-        removed = clean_on_nodes(comm, root)
-        on_root(comm, lambda: print(f"removed {len(removed)} staged folder(s) under {root}", file=sys.stderr))
+        only = [f for f in args.only.split(",") if f] if args.only else None
+        removed = clean_on_nodes(comm, root, only)
+        on_root(comm, lambda: print(f"removed {len(removed)} staged folder(s) under {root}: {', '.join(removed)}",
+                                    file=sys.stderr))
         return
     record = stage_on_nodes(comm, [Path(d) for d in args.shards], root)
 
@@ -128,15 +142,34 @@ def cmd_stage(args: argparse.Namespace) -> None:
     on_root(comm, report)
 
 
+def cmd_clean_stage(args: argparse.Namespace) -> None:
+    """Remove a sweep's staged shards on the nodes that staged them, unless the config keeps them."""
+    from scalerepro.data.stage import clean_sweep
+    from scalerepro.io import write_json_atomic
+
+    stage = _config(args).stage
+    records = [json.loads(Path(r).read_text()) for r in args.records]
+    outcome = clean_sweep(records, stage.kept(args.launcher), args.launcher)
+    write_json_atomic(Path(args.out), outcome)
+    if outcome["kept"]:
+        print("staged shards kept (stage.keep, or off SLURM by default); `make clean-stage` removes them",
+              file=sys.stderr)
+    for item in outcome["cleaned"]:
+        print(f"cleaned {', '.join(item['nodes'])} under {item['root']}", file=sys.stderr)
+    for item in outcome["failed"] + outcome["unreachable"]:
+        print(f"warning: not cleaned: {item}", file=sys.stderr)
+
+
 def _staged_dir(shards: Path, split: str, stage_root: str, direct: bool) -> Path:
     """The folder training reads a split from: the staged copy, or the shard folder itself."""
     from scalerepro.data.shards import read_manifest
     from scalerepro.data.stage import staged_folder
+    from scalerepro.mpi import this_node
 
     source = shards / split
     if direct:
         return source
-    dest = staged_folder(stage_root, read_manifest(source))
+    dest = staged_folder(stage_root, read_manifest(source), this_node())
     if not (dest / "manifest.json").is_file():
         raise UserError(f"{split} shards are not staged in {dest}; run `scalerepro stage --shards {source}` "
                         "in the same allocation first (or pass --no-stage to read the shard folder)")
@@ -583,6 +616,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--split", choices=["train", "val", "all"], default="all", help="which split (default: all)")
     s.add_argument("--out", metavar="DIR", required=True, help="write <split>/shard-*.srs and manifest.json here")
     s.add_argument("--skip-bad", action="store_true", help="leave undecodable files out (listed in the manifest) instead of failing")
+    s.add_argument("--threads", type=int, metavar="N",
+                   help="packing threads (default: the CPUs this process may use, e.g. its SLURM allocation)")
     s.set_defaults(fn=cmd_shard)
 
     s = sub.add_parser("stage", help="copy shards into node memory, verified (run under mpiexec/srun)",
@@ -591,8 +626,21 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--shards", nargs="*", default=[], metavar="DIR", help="shard folders (with manifest.json) to stage")
     s.add_argument("--root", help="node-memory folder (default: stage.root)")
     s.add_argument("--log", metavar="FILE", help="write a JSON record of what was staged, per node, with timings")
-    s.add_argument("--clean", action="store_true", help="remove everything staged under the root instead")
+    s.add_argument("--clean", action="store_true",
+                   help="remove what this node staged (<root>/<node>/) instead; on every node when launched on each")
+    s.add_argument("--only", metavar="FOLDERS", help="with --clean: only these dataset folders (comma-separated)")
     s.set_defaults(fn=cmd_stage)
+
+    s = sub.add_parser("clean-stage", help="remove what a sweep staged, on every node that staged it",
+                       description="Reads the sweep's stage records (stage.json) and removes the staged dataset "
+                                   "folders on each node named there: one srun task per node under SLURM (--launcher "
+                                   "srun ...), else on this node. Kept when stage.keep is true, or by default off "
+                                   "SLURM. Nodes that could not be cleaned are listed in --out, not raised.")
+    _add_config_flags(s)
+    s.add_argument("--records", nargs="*", default=[], metavar="FILE", help="the sweep's stage.json files")
+    s.add_argument("--launcher", default="", help="the training launcher (srun: clean through SLURM)")
+    s.add_argument("--out", required=True, metavar="FILE", help="JSON record of what was staged and removed")
+    s.set_defaults(fn=cmd_clean_stage)
 
     s = sub.add_parser("train", help="one data-parallel training run (every rank runs this)",
                        description="Synchronous SGD over the chosen all-reduce; JSON-lines events + run.json in --out.")

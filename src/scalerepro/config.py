@@ -56,9 +56,14 @@ class ShardConfig:
 
 @dataclass(frozen=True)
 class StageConfig:
-    """Where shards are staged on each node."""
+    """Where shards are staged on each node, and whether they stay after the sweep."""
 
     root: str
+    keep: bool | None = None
+
+    def kept(self, launcher: str) -> bool:
+        """Whether the sweep leaves its staged shards in place: ``keep``, or by default only off SLURM."""
+        return self.keep if self.keep is not None else launcher.split()[:1] != ["srun"]
 
 
 @dataclass(frozen=True)
@@ -221,6 +226,8 @@ class ClusterConfig:
     mem_mb_per_cpu: int
     train_runtime_min: int
     bench_runtime_min: int
+    shard_cpus: int = 32
+    shard_runtime_min: int = 240
 
     def nodes(self, ranks: int) -> int:
         """Nodes a run of ``ranks`` ranks takes."""
@@ -269,7 +276,8 @@ class Config:
         rank count or a study reruns no finished run), and the loader, stage and comm sections."""
         resolved = self.for_variant(variant).to_dict()
         train = {k: v for k, v in resolved["train"].items() if k not in SWEEP_KEYS}
-        return {"train": train} | {k: resolved[k] for k in ("loader", "stage", "comm")}
+        stage = {"root": resolved["stage"]["root"]}  # not keep: it is the sweep's, not the run's
+        return {"train": train, "stage": stage} | {k: resolved[k] for k in ("loader", "comm")}
 
 
 def _asdict(obj: Any) -> Any:

@@ -19,9 +19,20 @@ def world() -> MPI.Intracomm:
     return MPI.COMM_WORLD
 
 
+def this_node() -> str:
+    """This process's node: SLURM's node name under SLURM (two slurmd on one host are two nodes), else the host."""
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+
+
 def node_comm(comm: MPI.Intracomm) -> MPI.Intracomm:
-    """Ranks sharing this node's memory."""
-    return comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.rank)
+    """Ranks on this rank's node: the same SLURM node (when under SLURM) and the same shared-memory domain."""
+    names = comm.allgather(os.environ.get("SLURMD_NODENAME", ""))
+    if len(set(names)) == 1:
+        return comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.rank)
+    by_name = comm.Split(sorted(set(names)).index(names[comm.rank]), key=comm.rank)
+    node = by_name.Split_type(MPI.COMM_TYPE_SHARED, key=comm.rank)
+    by_name.Free()
+    return node
 
 
 def block_ordered(comm: MPI.Intracomm) -> MPI.Intracomm:
@@ -68,6 +79,14 @@ def node_layout(comm: MPI.Intracomm) -> Layout:
     leaders = sorted(set(first))
     sizes = tuple(first.count(r) for r in leaders)
     return Layout(node=leaders.index(first[comm.rank]), local_rank=local_rank, ranks_per_node=sizes)
+
+
+def node_table(comm: MPI.Intracomm) -> list[dict[str, Any]]:
+    """Every node of the run (as :func:`node_layout` numbers them): its name and its world ranks (collective)."""
+    at = node_layout(comm)
+    placed = comm.allgather((at.node, this_node()))
+    return [{"node": k, "name": next(name for n, name in placed if n == k),
+             "ranks": [r for r, (n, _) in enumerate(placed) if n == k]} for k in range(at.nodes)]
 
 
 def hosts(comm: MPI.Intracomm) -> list[str]:

@@ -194,7 +194,7 @@ from scalerepro.data.augment import EvalPipeline, TrainPipeline
 from scalerepro.data.loader import ShardDataset, batches, epoch_indices, eval_indices
 from scalerepro.data.stage import stage_on_nodes, staged_folder
 from scalerepro.data.shards import read_manifest
-from scalerepro.mpi import node_layout
+from scalerepro.mpi import node_layout, this_node
 
 comm = MPI.COMM_WORLD
 shards, root = Path(sys.argv[1]), sys.argv[2]
@@ -202,7 +202,7 @@ stage_on_nodes(comm, [shards / "train", shards / "val"], root)
 at = node_layout(comm)
 out = {}
 for split, pipe in (("train", TrainPipeline(24)), ("val", EvalPipeline(24))):
-    data = ShardDataset(staged_folder(root, read_manifest(shards / split)), at.node, at.nodes)
+    data = ShardDataset(staged_folder(root, read_manifest(shards / split), this_node()), at.node, at.nodes)
     epochs = []
     for epoch in range(2):
         ids = epoch_indices(data.counts, at, 5, epoch) if split == "train" else eval_indices(data.local_ids(), at)

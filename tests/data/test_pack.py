@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import io
+import os
 import shutil
 from collections import Counter
 
 import pytest
 from PIL import Image
 
+from scalerepro.data import pack
 from scalerepro.data.pack import shard_split
 from scalerepro.data.shards import ShardReader, read_manifest
 from scalerepro.errors import UserError
@@ -77,7 +79,13 @@ def test_truncated_file_fails_with_its_path(copy_of, tmp_path):
     with pytest.raises(UserError, match=victim.name) as err:
         shard_split(copy_of, "train", tmp_path / "out", 2, 0)
     assert "--skip-bad" in str(err.value)
-    assert not list((tmp_path / "out").glob("*.srs"))  # nothing half-written left looking done
+    assert_nothing_looks_done(tmp_path / "out")
+
+
+def assert_nothing_looks_done(out):
+    """After a failure: no manifest, no partial shard; each finished shard has the record a retry keeps it by."""
+    assert not (out / "manifest.json").exists() and not list(out.glob("*.partial"))
+    assert all((out / f".{p.name}.done.json").is_file() for p in out.glob("*.srs"))
 
 
 @pytest.mark.faults
@@ -95,7 +103,7 @@ def test_non_image_file_named_jpeg_fails_with_its_path(copy_of, tmp_path):
     victim.write_text("<html>a saved web page, not a photo</html>")
     with pytest.raises(UserError, match=rf"{victim.name}: not a JPEG or PNG .*--skip-bad"):
         shard_split(copy_of, "val", tmp_path / "out", 1, 0)
-    assert not list((tmp_path / "out").glob("*.srs"))
+    assert_nothing_looks_done(tmp_path / "out")
 
 
 @pytest.mark.faults
@@ -157,3 +165,79 @@ def test_flat_val_without_labels_names_the_file_to_add(tiny_dataset, tmp_path):
     (tmp_path / "flat" / "LOC_val_solution.csv").write_text("\n".join(rows) + "\n")
     with pytest.raises(UserError, match=r"ILSVRC2012_val_00000002\.JPEG: no row"):
         shard_split(tmp_path / "flat", "val", tmp_path / "out", 2, 0)
+
+
+def _same_but_the_attempt(a, b):
+    """Two manifests equal in everything but this attempt's timing and what it kept."""
+    skip = {"seconds", "rate", "kept_from_earlier_attempt"}
+    return {k: v for k, v in a.items() if k not in skip} == {k: v for k, v in b.items() if k not in skip}
+
+
+@pytest.fixture
+def prepared(monkeypatch):
+    """The sources packed (not kept) in a call, by path; set ``fail_after`` to interrupt the attempt there."""
+    seen, real = [], pack._Packer._prepare
+    state = {"fail_after": None}
+
+    def counting(self, sample):
+        if state["fail_after"] is not None and len(seen) >= state["fail_after"]:
+            raise KeyboardInterrupt("the job's time limit")
+        seen.append(sample.relpath)
+        return real(self, sample)
+
+    monkeypatch.setattr(pack._Packer, "_prepare", counting)
+    return seen, state
+
+
+def test_a_retry_keeps_the_shards_an_interrupted_attempt_finished(copy_of, tmp_path, prepared):
+    seen, state = prepared
+    whole = shard_split(copy_of, "train", tmp_path / "whole", 4, 0)
+    seen.clear()
+    state["fail_after"] = whole["shards"][0]["samples"] + whole["shards"][1]["samples"] + 3  # in shard 2
+    with pytest.raises(KeyboardInterrupt):
+        shard_split(copy_of, "train", tmp_path / "out", 4, 0, threads=1)
+    assert_nothing_looks_done(tmp_path / "out")
+    seen.clear()
+    state["fail_after"] = None
+    again = shard_split(copy_of, "train", tmp_path / "out", 4, 0, threads=2)
+    assert again["kept_from_earlier_attempt"] == 2 and len(seen) == whole["shards"][2]["samples"] + whole["shards"][3]["samples"]
+    assert _same_but_the_attempt(again, whole)  # the same shards, source hash and tallies as one whole attempt
+
+
+def test_a_changed_source_or_shard_is_packed_again(copy_of, tmp_path, prepared):
+    seen, _ = prepared
+    first = shard_split(copy_of, "val", tmp_path / "out", 2, 0)
+    names = [ShardReader(tmp_path / "out" / e["file"]).names() for e in first["shards"]]
+    source = copy_of / names[1][0]
+    os.utime(source, ns=(source.stat().st_atime_ns, source.stat().st_mtime_ns + 10**9))
+    seen.clear()
+    again = shard_split(copy_of, "val", tmp_path / "out", 2, 0)
+    assert again["kept_from_earlier_attempt"] == 1 and sorted(seen) == sorted(names[1])
+    shard0 = tmp_path / "out" / first["shards"][0]["file"]
+    data = bytearray(shard0.read_bytes())
+    data[10] ^= 0xFF
+    shard0.write_bytes(bytes(data))
+    seen.clear()
+    third = shard_split(copy_of, "val", tmp_path / "out", 2, 0)
+    assert third["kept_from_earlier_attempt"] == 1 and sorted(seen) == sorted(names[0])
+    assert _same_but_the_attempt(third, first)
+
+
+def test_another_plan_packs_everything_and_drops_the_old_shards(copy_of, tmp_path, prepared):
+    seen, _ = prepared
+    shard_split(copy_of, "val", tmp_path / "out", 4, 0)
+    seen.clear()
+    again = shard_split(copy_of, "val", tmp_path / "out", 2, 0)
+    assert again["kept_from_earlier_attempt"] == 0 and len(seen) == again["samples"]
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.srs")) == ["shard-00000.srs", "shard-00001.srs"]
+    assert len(list((tmp_path / "out").glob(".*.done.json"))) == 2
+
+
+def test_the_manifest_gives_the_rate_per_cpu_and_the_imagenet_projection(tiny_dataset, tmp_path):
+    rate = shard_split(tiny_dataset, "val", tmp_path / "val", 2, 0, threads=2)["rate"]
+    assert rate["threads"] == 2 and rate["images"] == 10 * SMALL.val_per_class and rate["images_per_s_per_cpu"] > 0
+    p = rate["projection"]
+    expected = pack.IMAGENET_TRAIN["images"] / (rate["images_per_s_per_cpu"] * pack.PROJECTION_CPUS) / 60
+    assert p["cpus"] == 32 and p["minutes_by_images"] == pytest.approx(expected, rel=0.02, abs=0.1)
+    assert p["minutes"] == max(p["minutes_by_images"], p["minutes_by_bytes"])
+    assert "projected for ILSVRC-2012" in pack.describe_rate(rate)

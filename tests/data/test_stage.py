@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from collections import namedtuple
 from pathlib import Path
 
@@ -83,9 +84,55 @@ def test_unset_variable_in_root_is_named(tiny_shards, monkeypatch):
         stage.stage_split(tiny_shards / "val", "$SLURM_TMPDIR/x")
 
 
-def test_clean_removes_staged(tiny_shards, tmp_path):
-    stage.stage_split(tiny_shards / "val", str(tmp_path))
-    assert stage.clean(str(tmp_path)) and not list(tmp_path.iterdir())
+def test_clean_removes_what_this_node_staged_and_nothing_else(tiny_shards, tmp_path):
+    other = tmp_path / "n2" / "keep-me"
+    other.mkdir(parents=True)
+    first = stage.stage_split(tiny_shards / "val", str(tmp_path), name="n1")
+    assert Path(first["dest"]).is_relative_to(tmp_path / "n1")
+    assert stage.clean(str(tmp_path), "n1") and sorted(p.name for p in tmp_path.iterdir()) == ["n2"]
+    assert other.is_dir()
+
+
+def test_clean_only_named_folders(tiny_shards, tmp_path):
+    dest = Path(stage.stage_split(tiny_shards / "val", str(tmp_path), name="n1")["dest"])
+    (tmp_path / "n1" / "another-dataset").mkdir()
+    removed = stage.clean(str(tmp_path), "n1", [dest.parent.name])
+    assert removed == [str(dest.parent)] and [p.name for p in (tmp_path / "n1").iterdir()] == ["another-dataset"]
+
+
+def _record(root: Path, *nodes: tuple[str, str]) -> dict:
+    """A stage.json as stage_on_nodes writes it: (node name, dest) per node."""
+    return {"root": str(root), "world_size": 2,
+            "nodes": [{"host": "h", "name": name, "node": k, "splits": [{"split": "train", "dest": dest}]}
+                      for k, (name, dest) in enumerate(nodes)]}
+
+
+def test_staged_by_sweep_groups_dataset_folders_per_node(tmp_path):
+    records = [_record(tmp_path, ("n1", f"{tmp_path}/n1/ds-a/train"), ("n2", f"{tmp_path}/n2/ds-a/train")),
+               _record(tmp_path, ("n1", f"{tmp_path}/n1/ds-b/train"))]
+    assert stage.staged_by_sweep(records) == {str(tmp_path): {"n1": ["ds-a", "ds-b"], "n2": ["ds-a"]}}
+
+
+def test_clean_sweep_here_removes_this_nodes_folders_and_names_the_others(tiny_shards, tmp_path, monkeypatch):
+    monkeypatch.setattr(stage, "this_node", lambda: "n1")
+    dest = stage.stage_split(tiny_shards / "val", str(tmp_path), name="n1")["dest"]
+    records = [_record(tmp_path, ("n1", dest), ("n9", dest.replace("/n1/", "/n9/")))]
+    kept = stage.clean_sweep(records, keep=True, launcher="mpiexec")
+    assert kept["kept"] and not kept["cleaned"] and Path(dest).is_dir()
+    outcome = stage.clean_sweep(records, keep=False, launcher="mpiexec")
+    assert outcome["cleaned"][0]["removed"] == [str(Path(dest).parent)] and not Path(dest).exists()
+    assert outcome["unreachable"] == [{"root": str(tmp_path), "node": "n9"}]
+
+
+def test_clean_sweep_under_slurm_runs_one_srun_task_per_node(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(stage.subprocess, "run",
+                        lambda cmd, **kw: calls.append(cmd) or subprocess.CompletedProcess(cmd, 1, "", "n2 is down"))
+    records = [_record(tmp_path, ("n1", f"{tmp_path}/n1/ds-a/train"), ("n2", f"{tmp_path}/n2/ds-a/train"))]
+    outcome = stage.clean_sweep(records, keep=False, launcher="srun --mpi=pmi2")
+    assert calls and calls[0][:4] == ["srun", "--nodelist=n1,n2", "--nodes=2", "--ntasks-per-node=1"]
+    assert calls[0][-4:] == ["--root", str(tmp_path), "--only", "ds-a"]
+    assert outcome["failed"][0]["error"] == "n2 is down" and not outcome["cleaned"]  # reported, not raised
 
 
 def test_stage_cli_under_mpi(run_mpi, tiny_shards, tmp_path):

@@ -77,7 +77,7 @@ def test_dry_run_default_plans_every_stage(tmp_path):
     counts = job_counts(proc.stdout)
     assert counts == {"make_dataset": 1, "shard": 2, "train": 16, "bench": 2, "cost_model": 1, "collect": 1,
                       "simulate_validate": 1, "simulate_scale": 1, "analyze": 1, "plot": 1, "mlperf_logs": 1,
-                      "reproduce": 1, "all": 1, "total": 30}
+                      "reproduce": 1, "clean_stage": 1, "all": 1, "total": 31}
 
 
 def test_dry_run_laptop_plans_every_method(tmp_path):
@@ -147,6 +147,24 @@ def test_dry_run_cluster_config_with_slurm_profile(tmp_path):
     assert gres == {"train": {"gpu:8"}, "bench": {""}}  # the bench sums host buffers: it asks for no GPU
 
 
+def test_dry_run_shards_on_many_cpus_within_the_measured_projection(tmp_path, tiny_dataset):
+    """Issue 19's bar: each split's shard job asks for cluster.shard_cpus CPUs and a time limit above the
+    projection for ILSVRC-2012 from the packing rate measured here (by bytes and by images, the larger)."""
+    from scalerepro.data.pack import shard_split
+
+    wf = workflow_copy(tmp_path)
+    proc = snakemake(wf, "-n", "-p", "--profile", "workflow/profiles/slurm", "--configfile", "config/cluster.yaml")
+    assert proc.returncode == 0, proc.stderr
+    plans = re.findall(r"rule shard:\n(?:    .*\n)*?    resources: (.*)", proc.stdout)
+    assert len(plans) == 2
+    cluster = yaml.safe_load((REPO / "config" / "cluster.yaml").read_text())["cluster"]
+    projection = shard_split(tiny_dataset, "train", tmp_path / "shards", 4, 0, threads=2)["rate"]["projection"]
+    assert projection["cpus"] == cluster["shard_cpus"] > 1
+    for resources in plans:
+        assert f"cpus_per_task={cluster['shard_cpus']}" in resources and f"runtime={cluster['shard_runtime_min']}" in resources
+    assert cluster["shard_runtime_min"] >= 2 * projection["minutes"], projection  # room for reading the sources
+
+
 PRESETS = {"ying2018": {"torus2d", "torus2d-3phase", "ring"}, "kumar2017": {"multicolor", "ring", "native"},
            "cho2017": {"multiring", "ring"}}
 
@@ -210,6 +228,8 @@ def test_laptop_run_end_to_end(tmp_path):
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
     metrics = json.loads((wf / "results/metrics.json").read_text())
     assert set(metrics["runs"]) == {"ring-n1-g1-s0-r0", "ring-n2-g1-s0-r0"}
+    cleaned = json.loads((wf / "results/stage_clean.json").read_text())
+    assert cleaned["kept"] is True and list((tmp_path / "shm").glob("*/*/train"))  # off SLURM: warm for next time
     assert metrics["runs"]["ring-n2-g1-s0-r0"]["images_per_s"] > 0 and metrics["summary"]["bench_wrong"] == 0
     assert set(metrics["bench_peak_busbw_GBps"]) == {f"{a}-n2" for a in LAPTOP["bench"]["algorithms"]}
     bench = json.loads((wf / "results/bench/n2.json").read_text())

@@ -8,8 +8,8 @@
 
 rule train:
     input:
-        train="results/shards/train",
-        val="results/shards/val",
+        train="results/shards/train/manifest.json",
+        val="results/shards/val/manifest.json",
     output:
         run="results/train/{variant}/{algo}/n{ranks}/g{bn}-s{seed}-r{rep}/run.json",
         events="results/train/{variant}/{algo}/n{ranks}/g{bn}-s{seed}-r{rep}/events.jsonl",
@@ -18,7 +18,9 @@ rule train:
         launch=lambda w, resources: CFG.cluster.launch(resources.launcher),
         cfg=lambda w: json.dumps(CFG.run_sections(w.variant), sort_keys=True),
         out=lambda w, output: Path(output.run).parent,
-        shards=lambda w, input: Path(input.train).parent,
+        shards=lambda w, input: Path(input.train).parent.parent,
+        train=lambda w, input: Path(input.train).parent,
+        val=lambda w, input: Path(input.val).parent,
     log:
         "results/logs/train/{variant}/{algo}-n{ranks}-g{bn}-s{seed}-r{rep}.log",
     conda:
@@ -31,10 +33,35 @@ rule train:
         # {log} before a retry); `supervise` names the rank that died, the step and the checkpoint.
         "(echo \"== train job on $(hostname) at $(date -u +%FT%TZ)\""
         " && {params.launch} -n {wildcards.ranks} scalerepro stage --config-json {params.cfg:q}"
-        " --shards {input.train} {input.val} --log {output.stage}"
+        " --shards {params.train} {params.val} --log {output.stage}"
         " && scalerepro supervise --run-dir {params.out} --"
         " {params.launch} -n {wildcards.ranks} scalerepro train --config-json {params.cfg:q}"
         " --set train.bn_group={wildcards.bn} --set train.seed={wildcards.seed} --rep {wildcards.rep}"
         " --variant {wildcards.variant}"
         " --algo {wildcards.algo} --shards {params.shards} --out {params.out}) 2>&1"
         " | tee -a {params.out}/attempts.log > {log}"
+
+
+# End of the sweep: remove the staged shards from every node that staged them (one srun
+# task per node under SLURM), unless stage.keep (default: kept off SLURM, removed under it).
+# Runs where the workflow runs: srun allocates each node briefly, skipping busy ones.
+localrules:
+    clean_stage,
+
+
+rule clean_stage:
+    input:
+        [f"results/train/{p.path}/stage.json" for p in POINTS],
+    output:
+        "results/stage_clean.json",
+    params:
+        cfg=sections("stage"),
+    log:
+        "results/logs/clean_stage.log",
+    conda:
+        "../envs/scalerepro.yaml"
+    resources:
+        launcher="",
+    shell:
+        "scalerepro clean-stage --config-json {params.cfg:q} --launcher={resources.launcher:q}"
+        " --records {input} --out {output} > {log} 2>&1"

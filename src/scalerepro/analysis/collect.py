@@ -72,6 +72,7 @@ def run_tables(run_json: Path) -> dict[str, list[dict[str, Any]]]:
         "epochs": train["epochs"],
         "target_top1": train["target_top1"], "final_top1": (record["final"] or {}).get("top1"),
         "startup_s": elapsed(first_epoch) if first_epoch else None, "hosts": len(set(record["hosts"])),
+        "nodes": len(record.get("nodes") or []) or None,  # SLURM nodes (two slurmd on one host are two)
         "stage_s": stage_seconds(Path(run_json).parent / "stage.json"), "downtime_s": downtime,
     })
     for e in events:

@@ -9,7 +9,13 @@ Real ImageNet's quirks are normalised: grayscale and CMYK JPEGs are
 re-encoded as RGB, a PNG named ``.JPEG`` is detected by its bytes and
 re-encoded; a file that does not decode fails with its path, or with
 ``skip_bad`` is left out and listed in the manifest. Shards are written one
-at a time, so memory is bounded by one shard, not the dataset.
+at a time, each from a pool of threads (one per usable CPU, or ``--threads``),
+so memory is bounded by one shard, not the dataset. Each finished shard gets a
+record (``.shard-NNNNN.srs.done.json``); an interrupted run's retry keeps the
+shards whose plan, sources (sizes, modification times) and bytes are
+unchanged and packs only the rest. The manifest, written last, says the split
+is complete, with the attempt's rate per CPU and what it projects for
+ILSVRC-2012 on a 32-CPU node.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -27,7 +34,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from scalerepro.data.jpegrows import add_row_restarts, jpegtran, with_row_index
-from scalerepro.data.shards import FORMAT, MANIFEST, ShardWriter, shard_name
+from scalerepro.data.shards import FORMAT, MANIFEST, ShardWriter, sha256_file, shard_name
 from scalerepro.errors import UserError
 from scalerepro.io import write_json_atomic
 from scalerepro.oversubscription import usable_cpus
@@ -37,6 +44,10 @@ REENCODE_QUALITY = 95
 JPEG_MAGIC = b"\xff\xd8\xff"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 SOLUTION = "LOC_val_solution.csv"
+# The projection `scalerepro shard` prints: the ILSVRC-2012 train split (1,281,167 images; its archive
+# ILSVRC2012_img_train.tar holds 147,897,477,120 bytes) on one node of 32 CPUs.
+IMAGENET_TRAIN = {"images": 1_281_167, "bytes": 147_897_477_120}
+PROJECTION_CPUS = 32
 
 
 @dataclass(frozen=True)
@@ -162,67 +173,171 @@ def assign(samples: list[Sample], shards: int, seed: int) -> list[list[Sample]]:
     return [[samples[i] for i in part] for part in np.array_split(order, shards)]
 
 
-def _remove_outputs(out: Path) -> None:
-    """Delete the manifest and every shard (complete or partial) in ``out``."""
+def _remove_partials(out: Path, keep: set[str]) -> None:
+    """Delete the manifest, unfinished shards, and shards and records not named in ``keep`` (another plan's)."""
     (out / MANIFEST).unlink(missing_ok=True)
-    for path in out.glob("shard-*.srs*"):
+    for path in out.glob("shard-*.srs.partial"):
         path.unlink()
+    for path in out.glob("shard-*.srs"):
+        if path.name not in keep:
+            path.unlink()
+            _done_path(path).unlink(missing_ok=True)
+
+
+def _done_path(shard: Path) -> Path:
+    """The record of a finished shard, beside it: ``.<file>.done.json`` (what a retry needs to keep it)."""
+    return shard.with_name(f".{shard.name}.done.json")
+
+
+def _plan_digest(part: list[Sample], k: int, shards: int, seed: int, skip_bad: bool, tool: str | None) -> str:
+    """What shard ``k`` is to hold and how it is packed: its samples, the assignment and the packing options."""
+    h = hashlib.sha256(f"{FORMAT}\0{k}/{shards}\0{seed}\0{skip_bad}\0{tool is not None}\n".encode())
+    for s in part:
+        h.update(f"{s.relpath}\0{s.label}\n".encode())
+    return h.hexdigest()
+
+
+def _stat_digest(root: Path, part: list[Sample]) -> str:
+    """The sources' sizes and modification times (a changed source makes a finished shard stale)."""
+    h = hashlib.sha256()
+    for s in part:
+        try:
+            st = (root / s.relpath).stat()
+            h.update(f"{s.relpath}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        except OSError:
+            h.update(f"{s.relpath}\0missing\n".encode())
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class Packed:
+    """One source file made ready for a shard (or why it was left out)."""
+
+    sample: Sample
+    line: str  # its line of the source hash: path, size, sha256
+    data: bytes = b""
+    how: str = ""
+    indexed: bool = False
+    bad: str = ""
 
 
 class _Packer:
-    """Writes shards from samples while hashing the source and tallying conversions and skips."""
+    """Packs shards from samples on a pool of threads (reading, checking, re-encoding and jpegtran run in parallel;
+    Pillow, hashlib and the jpegtran process release the GIL), tallying the source hash, conversions and skips.
+    A finished shard's record lets a retry keep it (:meth:`kept`)."""
 
-    def __init__(self, root: Path, total: int, skip_bad: bool, progress: Callable[[int, int], None] | None) -> None:
+    def __init__(self, root: Path, total: int, skip_bad: bool, threads: int,
+                 progress: Callable[[int, int], None] | None) -> None:
         """Start empty tallies."""
-        self.root, self.total, self.skip_bad, self.progress = root, total, skip_bad, progress
+        self.root, self.total, self.skip_bad, self.threads, self.progress = root, total, skip_bad, threads, progress
         self.source = hashlib.sha256()
         self.counts: dict[str, int] = {}
         self.skipped: list[dict[str, str]] = []
         self.done = 0
         self.tool = jpegtran()
         self.row_indexed = 0
+        self.kept_shards = 0
+        self.packed_images = 0
+        self.packed_bytes = 0
+        self.packing_s = 0.0
 
-    def _read(self, sample: Sample) -> bytes:
-        """Raw bytes of a source file, folded into the source hash; progress ticks."""
+    def _prepare(self, sample: Sample) -> Packed:
+        """Read, hash, check and normalise one source, then index its rows (jpegtran) where it can."""
+        path = self.root / sample.relpath
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:  # unreadable, a dangling link, gone since it was listed
+            return Packed(sample, "", bad=f"{path}: cannot be read ({exc.strerror})")
+        line = f"{sample.relpath}\0{len(raw)}\0{hashlib.sha256(raw).hexdigest()}\n"
+        try:
+            data, how = normalise(raw, str(path))
+        except BadImage as exc:
+            return Packed(sample, line, bad=str(exc))
+        restarted = add_row_restarts(data, self.tool) if self.tool else None
+        indexed = with_row_index(restarted) if restarted else None
+        return Packed(sample, line, indexed or data, how, indexed is not None)
+
+    def _tick(self) -> None:
+        """One more source done: progress."""
         self.done += 1
         if self.progress:
             self.progress(self.done, self.total)
-        try:
-            raw = (self.root / sample.relpath).read_bytes()
-        except OSError as exc:  # unreadable, a dangling link, gone since it was listed
-            raise BadImage(f"{self.root / sample.relpath}: cannot be read ({exc.strerror})") from None
-        self.source.update(f"{sample.relpath}\0{len(raw)}\0{hashlib.sha256(raw).hexdigest()}\n".encode())
-        return raw
 
-    def _rows(self, data: bytes) -> bytes | None:
-        """``data`` with a restart marker per MCU row and their index, if jpegtran can; else None."""
-        restarted = add_row_restarts(data, self.tool) if self.tool else None
-        return with_row_index(restarted) if restarted else None
-
-    def write(self, path: Path, part: list[Sample]) -> dict[str, Any]:
-        """Write one shard from ``part``; return its manifest entry. jpegtran runs on one thread per CPU."""
+    def write(self, pool: ThreadPoolExecutor, path: Path, part: list[Sample], plan: str) -> dict[str, Any]:
+        """Write one shard from ``part`` (in order, prepared on ``pool``) and its record; return its manifest entry."""
+        t0 = time.perf_counter()
         writer = ShardWriter(path)
+        lines, counts, skipped, indexed, raw_bytes = [], {}, [], 0, 0
         try:
-            kept = []
-            for sample in part:
-                try:
-                    data, how = normalise(self._read(sample), str(self.root / sample.relpath))
-                except BadImage as exc:
+            for item in pool.map(self._prepare, part):
+                self._tick()
+                if item.line:
+                    lines.append(item.line)
+                    raw_bytes += int(item.line.split("\0")[1])
+                if item.bad:
                     if not self.skip_bad:
-                        raise UserError(f"{exc}; fix or remove the file, or pass --skip-bad to leave it out "
-                                        "(listed in the manifest)") from None
-                    self.skipped.append({"path": sample.relpath, "reason": str(exc)})
+                        raise UserError(f"{item.bad}; fix or remove the file, or pass --skip-bad to leave it out "
+                                        "(listed in the manifest)")
+                    skipped.append({"path": item.sample.relpath, "reason": item.bad})
                     continue
-                self.counts[how] = self.counts.get(how, 0) + 1
-                kept.append((sample, data))
-            with ThreadPoolExecutor(max_workers=len(usable_cpus())) as pool:
-                for (sample, data), indexed in zip(kept, pool.map(self._rows, [d for _, d in kept])):
-                    self.row_indexed += indexed is not None
-                    writer.add(indexed or data, sample.label, sample.relpath)
+                counts[item.how] = counts.get(item.how, 0) + 1
+                indexed += item.indexed
+                writer.add(item.data, item.sample.label, item.sample.relpath)
         except BaseException:
             writer.abort()
             raise
-        return writer.close()
+        entry = writer.close()
+        done = {"plan": plan, "sources": _stat_digest(self.root, part), "entry": entry, "lines": "".join(lines),
+                "converted": counts, "skipped": skipped, "row_indexed": indexed}
+        write_json_atomic(_done_path(path), done)
+        self.packed_images += len(part)
+        self.packed_bytes += raw_bytes
+        self.packing_s += time.perf_counter() - t0
+        return self._fold(done)
+
+    def kept(self, path: Path, part: list[Sample], plan: str) -> dict[str, Any] | None:
+        """The manifest entry of shard ``path`` if an earlier attempt finished it for this same plan and its sources
+        and bytes are unchanged (sizes and modification times; its sha256); else None."""
+        try:
+            done = json.loads(_done_path(path).read_text())
+        except (OSError, ValueError):
+            return None
+        entry = done.get("entry") or {}
+        if done.get("plan") != plan or done.get("sources") != _stat_digest(self.root, part) \
+                or not path.is_file() or path.stat().st_size != entry.get("bytes") \
+                or sha256_file(path) != entry.get("sha256"):
+            return None
+        for _ in part:
+            self._tick()
+        self.kept_shards += 1
+        return self._fold(done)
+
+    def _fold(self, done: dict[str, Any]) -> dict[str, Any]:
+        """Add a finished shard's tallies to the split's (in shard order, so the source hash is the same as one
+        attempt's); return its manifest entry."""
+        self.source.update(done["lines"].encode())
+        for how, n in done["converted"].items():
+            self.counts[how] = self.counts.get(how, 0) + n
+        self.skipped += done["skipped"]
+        self.row_indexed += done["row_indexed"]
+        return dict(done["entry"])
+
+    def rate(self) -> dict[str, Any]:
+        """Images and source bytes packed per second per thread in this attempt, and what that projects for the
+        ILSVRC-2012 train split on a node of :data:`PROJECTION_CPUS` CPUs."""
+        if not self.packed_images or self.packing_s <= 0:
+            return {"threads": self.threads, "images": self.packed_images}
+        per_cpu = self.packed_images / self.packing_s / self.threads
+        bytes_per_cpu = self.packed_bytes / self.packing_s / self.threads
+        by_images = IMAGENET_TRAIN["images"] / (per_cpu * PROJECTION_CPUS)
+        by_bytes = IMAGENET_TRAIN["bytes"] / (bytes_per_cpu * PROJECTION_CPUS)
+        return {"threads": self.threads, "images": self.packed_images, "bytes": self.packed_bytes,
+                "seconds": round(self.packing_s, 3), "images_per_s_per_cpu": round(per_cpu, 2),
+                "mb_per_s_per_cpu": round(bytes_per_cpu / 1e6, 3),
+                "projection": {"images": IMAGENET_TRAIN["images"], "bytes": IMAGENET_TRAIN["bytes"],
+                               "cpus": PROJECTION_CPUS, "minutes_by_images": round(by_images / 60, 1),
+                               "minutes_by_bytes": round(by_bytes / 60, 1),
+                               "minutes": round(max(by_images, by_bytes) / 60, 1)}}
 
 
 def shard_split(
@@ -233,19 +348,22 @@ def shard_split(
     seed: int,
     skip_bad: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    threads: int | None = None,
 ) -> dict[str, Any]:
-    """Shard one split of ``root`` into ``out``; write and return the manifest."""
+    """Shard one split of ``root`` into ``out`` on ``threads`` threads (default: the usable CPUs); write and
+    return the manifest. Shards an earlier, interrupted attempt finished for the same plan are kept."""
     t0 = time.perf_counter()
     classes = read_classes(root)
     samples = list_samples(root, split, classes)
     out.mkdir(parents=True, exist_ok=True)
-    _remove_outputs(out)  # an old manifest must never describe new, partial shards
-    packer = _Packer(root, len(samples), skip_bad, progress)
-    try:
-        entries = [packer.write(out / shard_name(k), part) for k, part in enumerate(assign(samples, shards, seed))]
-    except BaseException:
-        _remove_outputs(out)
-        raise
+    parts = assign(samples, shards, seed)
+    _remove_partials(out, {shard_name(k) for k in range(len(parts))})  # a manifest must never describe partial work
+    packer = _Packer(root, len(samples), skip_bad, threads or len(usable_cpus()), progress)
+    entries = []
+    with ThreadPoolExecutor(max_workers=packer.threads) as pool:
+        for k, part in enumerate(parts):
+            path, plan = out / shard_name(k), _plan_digest(part, k, shards, seed, skip_bad, packer.tool)
+            entries.append(packer.kept(path, part, plan) or packer.write(pool, path, part, plan))
     manifest = {
         "format": FORMAT,
         "dataset": root.name,
@@ -259,7 +377,21 @@ def shard_split(
         "row_index": {"tool": packer.tool, "images": packer.row_indexed},
         "skipped": packer.skipped,
         "seed": seed,
+        "kept_from_earlier_attempt": packer.kept_shards,
+        "rate": packer.rate(),
         "seconds": round(time.perf_counter() - t0, 3),
     }
     write_json_atomic(out / MANIFEST, manifest)
     return manifest
+
+
+def describe_rate(rate: dict[str, Any]) -> str:
+    """The attempt's packing rate per CPU and its projection for ILSVRC-2012, for people."""
+    if "projection" not in rate:
+        return "rate: nothing packed in this attempt (every shard kept from an earlier one)"
+    p = rate["projection"]
+    return (f"rate: {rate['images_per_s_per_cpu']:.1f} images/s and {rate['mb_per_s_per_cpu']:.2f} MB/s of source "
+            f"per CPU ({rate['images']} images on {rate['threads']} threads in {rate['seconds']:.1f} s); projected for "
+            f"ILSVRC-2012 train ({p['images']:,} images, {p['bytes'] / 1e9:.0f} GB) on {p['cpus']} CPUs: "
+            f"{p['minutes_by_images']:.0f} min by image count, {p['minutes_by_bytes']:.0f} min by bytes "
+            f"(set cluster.shard_runtime_min above the larger)")

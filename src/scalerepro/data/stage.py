@@ -1,9 +1,10 @@
 """``scalerepro stage``: copy shards into node memory, verified, inside the training allocation.
 
 Launched with the same launcher as training (``mpiexec -n N`` or
-``srun --mpi=pmi2``); ranks are grouped by node through MPI's shared-memory
-split and the first rank of each node copies just the shards its node's
-ranks read (shard k on node k mod nodes), the others wait. Free capacity
+``srun --mpi=pmi2``); ranks are grouped by node (SLURM's node name under
+SLURM, and MPI's shared-memory split) and the first rank of each node copies
+just the shards its node's ranks read (shard k on node k mod nodes) into the
+node's own folder, ``<stage.root>/<node>/``; the others wait. Free capacity
 for every split is checked before the first byte is copied. Each shard
 is copied to a temporary name, verified against the manifest's sha256 and
 only then renamed, so a half-copied shard is never taken as valid; a shard
@@ -16,6 +17,7 @@ import json
 import os
 import shutil
 import socket
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,15 +26,20 @@ from typing import Any
 from scalerepro.data.shards import MANIFEST, node_shards, read_manifest, sha256_file
 from scalerepro.errors import UserError
 from scalerepro.io import write_json_atomic
-from scalerepro.mpi import agree, node_layout
+from scalerepro.mpi import agree, node_layout, this_node
 
 
-def staged_folder(root: str, manifest: dict[str, Any]) -> Path:
-    """Where a split's shards live on a node: ``<root>/<dataset>-<source hash>/<split>``."""
+def node_root(root: str, node: str) -> Path:
+    """A node's own folder under ``stage.root``: ``<root>/<node>`` (two SLURM nodes on one host share its memory)."""
     expanded = os.path.expandvars(os.path.expanduser(root))
     if "$" in expanded:
         raise UserError(f"stage.root {root!r} names an unset environment variable; set it or choose another folder")
-    return Path(expanded) / f"{manifest['dataset']}-{manifest['source']['sha256'][:12]}" / manifest["split"]
+    return Path(expanded) / node
+
+
+def staged_folder(root: str, manifest: dict[str, Any], node: str) -> Path:
+    """Where a split's shards live on ``node``: ``<root>/<node>/<dataset>-<source hash>/<split>``."""
+    return node_root(root, node) / f"{manifest['dataset']}-{manifest['source']['sha256'][:12]}" / manifest["split"]
 
 
 def _verified(path: Path, entry: dict[str, Any]) -> bool:
@@ -96,10 +103,11 @@ class Plan:
     missing: list[dict[str, Any]]
 
 
-def plan_split(shard_dir: Path, root: str, node: int = 0, nodes: int = 1) -> Plan:
-    """What staging one split onto node ``node`` of ``nodes`` needs (shard k goes to node k mod nodes)."""
+def plan_split(shard_dir: Path, root: str, node: int = 0, nodes: int = 1, name: str = "local") -> Plan:
+    """What staging one split onto node ``node`` (called ``name``) of ``nodes`` needs (shard k goes to node
+    k mod nodes)."""
     manifest = read_manifest(shard_dir)
-    dest = staged_folder(root, manifest)
+    dest = staged_folder(root, manifest, name)
     mine = [manifest["shards"][k] for k in node_shards(len(manifest["shards"]), node, nodes)]
     present = [e for e in mine if _trusted(dest / e["file"], e)]
     missing = [e for e in mine if e not in present]
@@ -146,47 +154,98 @@ def copy_split(plan: Plan) -> dict[str, Any]:
     }
 
 
-def stage_splits(shard_dirs: list[Path], root: str, node: int = 0, nodes: int = 1) -> list[dict[str, Any]]:
+def stage_splits(shard_dirs: list[Path], root: str, node: int = 0, nodes: int = 1,
+                 name: str = "local") -> list[dict[str, Any]]:
     """Stage this node's shards of every split; capacity for all of them is checked before any copy."""
-    plans = [plan_split(d, root, node, nodes) for d in shard_dirs]
+    plans = [plan_split(d, root, node, nodes, name) for d in shard_dirs]
     check_capacity(plans[0].dest, sum(e["bytes"] for p in plans for e in p.missing))
     return [copy_split(p) for p in plans]
 
 
-def stage_split(shard_dir: Path, root: str, node: int = 0, nodes: int = 1) -> dict[str, Any]:
+def stage_split(shard_dir: Path, root: str, node: int = 0, nodes: int = 1, name: str = "local") -> dict[str, Any]:
     """Stage one split (see :func:`stage_splits`)."""
-    return stage_splits([shard_dir], root, node, nodes)[0]
+    return stage_splits([shard_dir], root, node, nodes, name)[0]
 
 
-def clean(root: str) -> list[str]:
-    """Remove everything staged under ``root``; return what was removed."""
-    base = Path(os.path.expandvars(os.path.expanduser(root)))
+def clean(root: str, node: str, only: list[str] | None = None) -> list[str]:
+    """Remove what ``node`` staged under ``root`` (or just the dataset folders named in ``only``); return what went."""
+    base = node_root(root, node)
     removed = []
     if base.is_dir():
         for child in sorted(base.iterdir()):
+            if only is not None and child.name not in only:
+                continue
             shutil.rmtree(child) if child.is_dir() else child.unlink()
             removed.append(str(child))
+        if not any(base.iterdir()):
+            base.rmdir()
     return removed
 
 
 def stage_on_nodes(comm: Any, shard_dirs: list[Path], root: str) -> dict[str, Any]:
     """Stage every split on every node (first rank per node copies); the record is complete on rank 0."""
-    at = node_layout(comm)
-    done = agree(comm, lambda: stage_splits(shard_dirs, root, at.node, at.nodes) if at.local_rank == 0 else None)
-    gathered = comm.gather({"host": socket.gethostname(), "node": at.node, "splits": done}, root=0) or []
+    at, name = node_layout(comm), this_node()
+    done = agree(comm, lambda: stage_splits(shard_dirs, root, at.node, at.nodes, name) if at.local_rank == 0 else None)
+    gathered = comm.gather({"host": socket.gethostname(), "name": name, "node": at.node, "splits": done}, root=0) or []
     return {"nodes": [g for g in gathered if g["splits"] is not None], "world_size": comm.size, "root": root}
 
 
-def clean_on_nodes(comm: Any, root: str) -> list[str]:
-    """Remove the staged folders on every node (first rank per node)."""
+def clean_on_nodes(comm: Any, root: str, only: list[str] | None = None) -> list[str]:
+    """Remove the staged folders on every node (first rank per node); ``only``: just these dataset folders."""
     first_on_node = node_layout(comm).local_rank == 0
-    return agree(comm, lambda: clean(root) if first_on_node else [])
+    removed = agree(comm, lambda: clean(root, this_node(), only) if first_on_node else [])
+    return [path for paths in comm.allgather(removed) for path in paths]
 
 
 def describe(record: dict[str, Any]) -> str:
     """One line per node and split, for people."""
     return "\n".join(
-        f"{n['host']}: {s['split']} -> {s['dest']}: copied {s['copied']}, already there {s['already_present']}, "
+        f"{n['name']}: {s['split']} -> {s['dest']}: copied {s['copied']}, already there {s['already_present']}, "
         f"{s['seconds']:.2f} s"
         for n in record["nodes"] for s in n["splits"]
     )
+
+
+def staged_by_sweep(records: list[dict[str, Any]]) -> dict[str, dict[str, list[str]]]:
+    """What a sweep's stage records say was staged: stage root -> node name -> dataset folders."""
+    where: dict[str, dict[str, set[str]]] = {}
+    for record in records:
+        for node in record["nodes"]:
+            name = node.get("name", node["host"])
+            folders = where.setdefault(record["root"], {}).setdefault(name, set())
+            folders.update(Path(split["dest"]).parent.name for split in node["splits"])
+    return {root: {name: sorted(f) for name, f in sorted(nodes.items())} for root, nodes in sorted(where.items())}
+
+
+def srun_clean(root: str, nodes: dict[str, list[str]], timeout_s: int = 600) -> dict[str, Any]:
+    """Clean ``nodes`` (name -> dataset folders) with one srun task per node; a node SLURM cannot give within two
+    minutes (down, or busy with another job) is reported, not waited for."""
+    folders = sorted({f for fs in nodes.values() for f in fs})
+    cmd = ["srun", f"--nodelist={','.join(nodes)}", f"--nodes={len(nodes)}", "--ntasks-per-node=1",
+           "--immediate=120", "--time=10", "--job-name=scalerepro-clean-stage",
+           "scalerepro", "stage", "--clean", "--root", root, "--only", ",".join(folders)]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"command": cmd, "ok": False, "error": str(exc)}
+    return {"command": cmd, "ok": done.returncode == 0, "error": done.stderr.strip()[-2000:] if done.returncode else ""}
+
+
+def clean_sweep(records: list[dict[str, Any]], keep: bool, launcher: str) -> dict[str, Any]:
+    """Remove what a sweep staged, on every node that staged it (srun under SLURM, else this node only), unless
+    ``keep``. Failures are reported in the record (a leftover folder loses no result), not raised."""
+    staged = staged_by_sweep(records)
+    outcome: dict[str, Any] = {"staged": staged, "kept": keep, "cleaned": [], "failed": [], "unreachable": []}
+    if keep:
+        return outcome
+    for root, nodes in staged.items():
+        if launcher.split()[:1] == ["srun"]:
+            result = srun_clean(root, nodes)
+            (outcome["cleaned"] if result["ok"] else outcome["failed"]).append({"root": root, **result,
+                                                                                 "nodes": sorted(nodes)})
+            continue
+        here = this_node()
+        outcome["unreachable"] += [{"root": root, "node": name} for name in nodes if name != here]
+        if here in nodes:
+            outcome["cleaned"].append({"root": root, "nodes": [here], "removed": clean(root, here, nodes[here])})
+    return outcome

@@ -26,7 +26,7 @@ from scalerepro.data.augment import EvalPipeline, TrainPipeline
 from scalerepro.data.loader import ShardDataset, batches, epoch_indices, eval_indices, samples_per_rank
 from scalerepro.errors import UserError
 from scalerepro.io import write_json_atomic
-from scalerepro.mpi import hosts, node_comm, node_layout, on_root, processes
+from scalerepro.mpi import hosts, node_comm, node_layout, node_table, on_root, processes
 from scalerepro.oversubscription import usable_cpus
 from scalerepro.provenance import argv, scheduler, versions
 from scalerepro.train import checkpoint
@@ -228,6 +228,7 @@ class Session:
             "algorithm": spec.algorithm,
             "world_size": comm.size,
             "hosts": hosts(comm),
+            "nodes": node_table(comm),
             "device": str(self.trainer.device),
             "allreduce": self.plan,
             "config": spec.config.to_dict(),

@@ -215,6 +215,7 @@ class Packed:
 
     sample: Sample
     line: str  # its line of the source hash: path, size, sha256
+    size: int = 0  # its bytes as read
     data: bytes = b""
     how: str = ""
     indexed: bool = False
@@ -252,10 +253,10 @@ class _Packer:
         try:
             data, how = normalise(raw, str(path))
         except BadImage as exc:
-            return Packed(sample, line, bad=str(exc))
+            return Packed(sample, line, len(raw), bad=str(exc))
         restarted = add_row_restarts(data, self.tool) if self.tool else None
         indexed = with_row_index(restarted) if restarted else None
-        return Packed(sample, line, indexed or data, how, indexed is not None)
+        return Packed(sample, line, len(raw), indexed or data, how, indexed is not None)
 
     def _tick(self) -> None:
         """One more source done: progress."""
@@ -271,9 +272,8 @@ class _Packer:
         try:
             for item in pool.map(self._prepare, part):
                 self._tick()
-                if item.line:
-                    lines.append(item.line)
-                    raw_bytes += int(item.line.split("\0")[1])
+                lines.append(item.line)
+                raw_bytes += item.size
                 if item.bad:
                     if not self.skip_bad:
                         raise UserError(f"{item.bad}; fix or remove the file, or pass --skip-bad to leave it out "

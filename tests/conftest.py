@@ -36,7 +36,9 @@ def run_mpi():
         full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env)
         if check and proc.returncode != 0:
-            raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+            raise AssertionError(
+                f"{' '.join(cmd)} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+            )
         return proc
 
     return run

@@ -24,7 +24,8 @@ def test_empty_config_takes_every_default(default_config):
 @pytest.mark.parametrize("name", ["config.yaml", "cluster.yaml"])
 def test_shipped_configs_are_valid(name):
     cfg = load(REPO / "config" / name)
-    assert cfg.train.ranks and cfg.bench.ranks
+    assert cfg.train.ranks
+    assert cfg.bench.ranks
 
 
 def test_every_schema_key_has_type_description_default():
@@ -40,7 +41,7 @@ def test_defaults_validate_against_their_own_schema():
 
 
 @pytest.mark.parametrize(
-    "raw, named",
+    ("raw", "named"),
     [
         ({"train": {"lrr": 1}}, "train.lrr: unknown key"),
         ({"trian": {}}, "trian: unknown key"),
@@ -54,12 +55,18 @@ def test_defaults_validate_against_their_own_schema():
         ({"loader": {"crop_scale": [0.9, 0.2]}}, "loader.crop_scale: [0.9, 0.2] is not [min, max]"),
         ({"loader": {"crop_scale": [0.0, 1.0]}}, "loader.crop_scale.0"),
         ({"loader": {"workers": -1}}, "loader.workers"),
-        ({"comm": {"grid": [2, 2]}, "train": {"ranks": [1, 4], "algorithms": ["torus2d"]}},
-         "comm.grid [2, 2] holds 4 ranks, but train.ranks has [1] for ['torus2d']"),
-        ({"comm": {"grid": [2, 3]}, "bench": {"ranks": [4], "algorithms": ["multiring"]}},
-         "bench.ranks has [4] for ['multiring']"),
-        ({"comm": {"grid": [2, 1, 2]}, "train": {"ranks": [4], "algorithms": ["torus2d-3phase"]}},
-         "comm.grid [2, 1, 2] has 3 dimensions but train.algorithms ['torus2d-3phase'] need 2"),
+        (
+            {"comm": {"grid": [2, 2]}, "train": {"ranks": [1, 4], "algorithms": ["torus2d"]}},
+            "comm.grid [2, 2] holds 4 ranks, but train.ranks has [1] for ['torus2d']",
+        ),
+        (
+            {"comm": {"grid": [2, 3]}, "bench": {"ranks": [4], "algorithms": ["multiring"]}},
+            "bench.ranks has [4] for ['multiring']",
+        ),
+        (
+            {"comm": {"grid": [2, 1, 2]}, "train": {"ranks": [4], "algorithms": ["torus2d-3phase"]}},
+            "comm.grid [2, 1, 2] has 3 dimensions but train.algorithms ['torus2d-3phase'] need 2",
+        ),
     ],
 )
 @pytest.mark.faults
@@ -106,14 +113,20 @@ def test_bn_group_must_divide_every_rank_count_and_is_named():
         from_mapping({"train": {"ranks": [1, 2, 3, 4], "bn_groups": [1, 2]}})
     assert from_mapping({"train": {"ranks": [1, 3], "bn_groups": [1, "world"]}}).train.bn_groups == (1, "world")
     cfg = from_mapping({"train": {"ranks": [2, 4], "bn_group": 2}}).train
-    assert cfg.bn_group_size(4) == 2 and from_mapping({"train": {"bn_group": "world"}}).train.bn_group_size(6) == 6
+    assert cfg.bn_group_size(4) == 2
+    assert from_mapping({"train": {"bn_group": "world"}}).train.bn_group_size(6) == 6
     with pytest.raises(UserError, match=r"train.bn_group=2 does not divide 3 ranks; use one of \[1, 3\]"):
         cfg.bn_group_size(3)
 
 
 def test_a_fixed_grid_that_fits_every_rank_count_is_accepted():
-    cfg = from_mapping({"comm": {"grid": [2, 2]}, "train": {"ranks": [4], "algorithms": ["torus2d", "ring"]},
-                        "bench": {"ranks": [2, 4], "algorithms": ["ring"]}})  # bench runs no grid algorithm
+    cfg = from_mapping(
+        {
+            "comm": {"grid": [2, 2]},
+            "train": {"ranks": [4], "algorithms": ["torus2d", "ring"]},
+            "bench": {"ranks": [2, 4], "algorithms": ["ring"]},
+        }
+    )  # bench runs no grid algorithm
     assert cfg.comm.grid == (2, 2)
 
 
@@ -131,16 +144,25 @@ def test_cluster_config_means_the_same_laid_over_the_laptop_one():
     assert from_mapping(merged).to_dict() == from_mapping(cluster).to_dict()
 
 
-STUDIES = {"variants": {"lars": {"optimizer": "lars", "batch_per_rank": 128}, "split": {"emulate_nodes": 2}},
-           "studies": {"all": {"ranks": [4], "algorithms": ["ring", "multiring"], "variants": ["split"]},
-                       "lars": {"ranks": [4], "variants": ["base", "lars"]}, "off": None}}
+STUDIES = {
+    "variants": {"lars": {"optimizer": "lars", "batch_per_rank": 128}, "split": {"emulate_nodes": 2}},
+    "studies": {
+        "all": {"ranks": [4], "algorithms": ["ring", "multiring"], "variants": ["split"]},
+        "lars": {"ranks": [4], "variants": ["base", "lars"]},
+        "off": None,
+    },
+}
 
 
 def test_studies_add_grid_points_once_each():
     train = from_mapping({"train": {"ranks": [1, 4]} | STUDIES}).train
     assert [p.run_id for p in train.points()] == [
-        "ring-n1-g1-s0-r0", "ring-n4-g1-s0-r0", "split-ring-n4-g1-s0-r0", "split-multiring-n4-g1-s0-r0",
-        "lars-ring-n4-g1-s0-r0"]  # base ring-n4 is in the main grid and the lars study: once
+        "ring-n1-g1-s0-r0",
+        "ring-n4-g1-s0-r0",
+        "split-ring-n4-g1-s0-r0",
+        "split-multiring-n4-g1-s0-r0",
+        "lars-ring-n4-g1-s0-r0",
+    ]  # base ring-n4 is in the main grid and the lars study: once
     assert train.points()[2].path == "split/ring/n4/g1-s0-r0"
 
 
@@ -153,34 +175,47 @@ def test_a_variant_lays_its_keys_over_train():
         cfg.for_variant("nope")
 
 
-@pytest.mark.parametrize("train, message", [
-    ({"variants": {"x": {"base_lr": -1}}}, r"train.variants.x.base_lr: -1 is less than or equal to the minimum"),
-    ({"variants": {"x": {"ranks": [2]}}}, r"train.variants.x: \['ranks'\] are the grid's keys"),
-    ({"variants": {"x": {"bogus": 1}}}, r"train.variants.x.bogus: unknown key"),
-    ({"studies": {"s": {"variants": ["nope"]}}}, r"train.studies.s.variants: \['nope'\] not defined in train.variants"),
-    ({"studies": {"s": {"ranks": [3], "bn_groups": [2]}}}, r"train.studies.s.bn_groups: 2 does not divide"),
-    ({"studies": {"s": {"ranks": [3], "variants": ["two"]}}, "variants": {"two": {"emulate_nodes": 2}}},
-     r"train.studies.s: variant two emulates 2 nodes, which does not divide ranks \[3\]"),
-    ({"studies": {"s": {"ranks": [3], "tasks": 1}}}, r"train.studies.s.tasks: unknown key"),
-])
+@pytest.mark.parametrize(
+    ("train", "message"),
+    [
+        ({"variants": {"x": {"base_lr": -1}}}, r"train.variants.x.base_lr: -1 is less than or equal to the minimum"),
+        ({"variants": {"x": {"ranks": [2]}}}, r"train.variants.x: \['ranks'\] are the grid's keys"),
+        ({"variants": {"x": {"bogus": 1}}}, r"train.variants.x.bogus: unknown key"),
+        (
+            {"studies": {"s": {"variants": ["nope"]}}},
+            r"train.studies.s.variants: \['nope'\] not defined in train.variants",
+        ),
+        ({"studies": {"s": {"ranks": [3], "bn_groups": [2]}}}, r"train.studies.s.bn_groups: 2 does not divide"),
+        (
+            {"studies": {"s": {"ranks": [3], "variants": ["two"]}}, "variants": {"two": {"emulate_nodes": 2}}},
+            r"train.studies.s: variant two emulates 2 nodes, which does not divide ranks \[3\]",
+        ),
+        ({"studies": {"s": {"ranks": [3], "tasks": 1}}}, r"train.studies.s.tasks: unknown key"),
+    ],
+)
 def test_bad_studies_and_variants_are_named(train, message):
     with pytest.raises(UserError, match=message):
         from_mapping({"train": train})
 
 
-@pytest.mark.parametrize("launcher, line", [
-    ("srun --mpi=pmi2", "srun --cpus-per-task=6 --mpi=pmi2"),
-    ("mpiexec", "mpiexec"),
-    ("srun --cpus-per-task=2 --mpi=pmi2", "srun --cpus-per-task=2 --mpi=pmi2"),  # the user's own wins
-    ("/opt/site/launch.sh", "env SRUN_CPUS_PER_TASK=6 /opt/site/launch.sh"),
-])
+@pytest.mark.parametrize(
+    ("launcher", "line"),
+    [
+        ("srun --mpi=pmi2", "srun --cpus-per-task=6 --mpi=pmi2"),
+        ("mpiexec", "mpiexec"),
+        ("srun --cpus-per-task=2 --mpi=pmi2", "srun --cpus-per-task=2 --mpi=pmi2"),  # the user's own wins
+        ("/opt/site/launch.sh", "env SRUN_CPUS_PER_TASK=6 /opt/site/launch.sh"),
+    ],
+)
 def test_srun_steps_get_the_cpus_per_task_of_the_cluster_section(launcher, line):
     assert from_mapping({"cluster": {"cpus_per_task": 6}}).cluster.launch(launcher) == line
 
 
 def test_staged_shards_are_removed_after_the_sweep_under_slurm_unless_kept():
     base = load(REPO / "config" / "config.yaml")
-    assert base.stage.keep is None and base.stage.kept("mpiexec") and not base.stage.kept("srun --mpi=pmi2")
+    assert base.stage.keep is None
+    assert base.stage.kept("mpiexec")
+    assert not base.stage.kept("srun --mpi=pmi2")
     kept = load(REPO / "config" / "config.yaml", json.dumps({"stage": {"keep": True}})).stage
     assert kept.kept("srun --mpi=pmi2")
     with pytest.raises(UserError, match="keep"):

@@ -13,7 +13,7 @@ from scalerepro.oversubscription import SWITCH, YIELD_SETTINGS, local_ranks, nod
 
 
 @pytest.mark.parametrize(
-    "env, ranks",
+    ("env", "ranks"),
     [
         ({}, 1),
         ({"MPI_LOCALNRANKS": "4"}, 4),
@@ -61,12 +61,15 @@ def test_bad_switch_names_the_variable_and_the_choices():
 def test_tune_updates_the_environment_it_is_given():
     env = {"MPI_LOCALNRANKS": "64"}
     added = tune(env)
-    assert added == YIELD_SETTINGS and env == {"MPI_LOCALNRANKS": "64", **YIELD_SETTINGS}
+    assert added == YIELD_SETTINGS
+    assert env == {"MPI_LOCALNRANKS": "64", **YIELD_SETTINGS}
 
 
 def test_package_import_sets_them_before_mpi_starts():
     """``import scalerepro`` tunes the environment without initialising MPI itself."""
-    probe = "import os, sys, scalerepro; print('mpi4py.MPI' in sys.modules, os.environ.get('MPIR_CVAR_POLLS_BEFORE_YIELD'))"
+    probe = (
+        "import os, sys, scalerepro; print('mpi4py.MPI' in sys.modules, os.environ.get('MPIR_CVAR_POLLS_BEFORE_YIELD'))"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("MPIR_CVAR")} | {"MPI_LOCALNRANKS": "4096"}
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True).stdout
     assert out.split() == ["False", "1"]
@@ -75,9 +78,11 @@ def test_package_import_sets_them_before_mpi_starts():
 @pytest.mark.mpi
 def test_mpiexec_ranks_are_counted(run_mpi):
     """Hydra's MPI_LOCALNRANKS is read: 3 ranks get the settings exactly when the node has fewer than 3 cores."""
-    probe = ("import os, scalerepro; from mpi4py import MPI; "
-             "seen = MPI.COMM_WORLD.gather(os.environ.get('MPIR_CVAR_POLLS_BEFORE_YIELD', '-')); "
-             "MPI.COMM_WORLD.rank == 0 and print(*seen)")
+    probe = (
+        "import os, scalerepro; from mpi4py import MPI; "
+        "seen = MPI.COMM_WORLD.gather(os.environ.get('MPIR_CVAR_POLLS_BEFORE_YIELD', '-')); "
+        "MPI.COMM_WORLD.rank == 0 and print(*seen)"
+    )
     if "MPIR_CVAR_POLLS_BEFORE_YIELD" in os.environ:
         pytest.skip("MPIR_CVAR_POLLS_BEFORE_YIELD is set in this environment, and the user's setting wins")
     out = run_mpi(3, ["-c", probe], env={SWITCH: "auto"}).stdout.split()

@@ -6,8 +6,9 @@ import argparse
 import glob
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
@@ -78,9 +79,16 @@ def _config(args: argparse.Namespace) -> Any:
 def _add_config_flags(p: argparse.ArgumentParser) -> None:
     """The config flags every command shares."""
     p.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
-    p.add_argument("--config-json", metavar="JSON", help="config sections as one JSON object (used by the Snakemake rules)")
-    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                   help="override one key, e.g. --set train.epochs=2 (repeatable)")
+    p.add_argument(
+        "--config-json", metavar="JSON", help="config sections as one JSON object (used by the Snakemake rules)"
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override one key, e.g. --set train.epochs=2 (repeatable)",
+    )
 
 
 def cmd_make_dataset(args: argparse.Namespace) -> None:
@@ -103,18 +111,35 @@ def cmd_shard(args: argparse.Namespace) -> None:
     cfg = _config(args)
     source = Path(args.dataset) if args.dataset else cfg.dataset.path
     if not source.is_dir():
-        raise UserError(f"dataset folder {source} not found; set dataset.root/dataset.name (or --dataset), "
-                        "or generate the laptop dataset with `scalerepro make-dataset`")
+        raise UserError(
+            f"dataset folder {source} not found; set dataset.root/dataset.name (or --dataset), "
+            "or generate the laptop dataset with `scalerepro make-dataset`"
+        )
     splits = ["train", "val"] if args.split == "all" else [args.split]
     counts = {"train": cfg.shard.train_shards, "val": cfg.shard.val_shards}
     for split in splits:
-        m = shard_split(source, split, Path(args.out) / split, counts[split], cfg.shard.seed, args.skip_bad,
-                        _progress(f"shard {split}", timed=True), args.threads)
-        print(f"{split}: {m['samples']} samples in {len(m['shards'])} shards ({m['kept_from_earlier_attempt']} kept "
-              f"from an earlier attempt), {m['bytes'] / 2**20:.1f} MiB, converted {m['converted']}, skipped "
-              f"{len(m['skipped'])}, row-indexed {m['row_index']['images']}"
-              + ("" if m["row_index"]["tool"] else " (install jpegtran, Debian's libjpeg-turbo-progs, and re-shard "
-                 "for the loader to decode only the rows each crop needs)"), file=sys.stderr)
+        m = shard_split(
+            source,
+            split,
+            Path(args.out) / split,
+            counts[split],
+            cfg.shard.seed,
+            args.skip_bad,
+            _progress(f"shard {split}", timed=True),
+            args.threads,
+        )
+        print(
+            f"{split}: {m['samples']} samples in {len(m['shards'])} shards ({m['kept_from_earlier_attempt']} kept "
+            f"from an earlier attempt), {m['bytes'] / 2**20:.1f} MiB, converted {m['converted']}, skipped "
+            f"{len(m['skipped'])}, row-indexed {m['row_index']['images']}"
+            + (
+                ""
+                if m["row_index"]["tool"]
+                else " (install jpegtran, Debian's libjpeg-turbo-progs, and re-shard "
+                "for the loader to decode only the rows each crop needs)"
+            ),
+            file=sys.stderr,
+        )
         print(describe_rate(m["rate"]), file=sys.stderr)
 
 
@@ -129,8 +154,12 @@ def cmd_stage(args: argparse.Namespace) -> None:
     if args.clean:
         only = [f for f in args.only.split(",") if f] if args.only else None
         removed = clean_on_nodes(comm, root, only)
-        on_root(comm, lambda: print(f"removed {len(removed)} staged folder(s) under {root}: {', '.join(removed)}",
-                                    file=sys.stderr))
+        on_root(
+            comm,
+            lambda: print(
+                f"removed {len(removed)} staged folder(s) under {root}: {', '.join(removed)}", file=sys.stderr
+            ),
+        )
         return
     record = stage_on_nodes(comm, [Path(d) for d in args.shards], root)
 
@@ -152,8 +181,9 @@ def cmd_clean_stage(args: argparse.Namespace) -> None:
     outcome = clean_sweep(records, stage.kept(args.launcher), args.launcher)
     write_json_atomic(Path(args.out), outcome)
     if outcome["kept"]:
-        print("staged shards kept (stage.keep, or off SLURM by default); `make clean-stage` removes them",
-              file=sys.stderr)
+        print(
+            "staged shards kept (stage.keep, or off SLURM by default); `make clean-stage` removes them", file=sys.stderr
+        )
     for item in outcome["cleaned"]:
         print(f"cleaned {', '.join(item['nodes'])} under {item['root']}", file=sys.stderr)
     for item in outcome["failed"] + outcome["unreachable"]:
@@ -171,8 +201,10 @@ def _staged_dir(shards: Path, split: str, stage_root: str, direct: bool) -> Path
         return source
     dest = staged_folder(stage_root, read_manifest(source), this_node())
     if not (dest / "manifest.json").is_file():
-        raise UserError(f"{split} shards are not staged in {dest}; run `scalerepro stage --shards {source}` "
-                        "in the same allocation first (or pass --no-stage to read the shard folder)")
+        raise UserError(
+            f"{split} shards are not staged in {dest}; run `scalerepro stage --shards {source}` "
+            "in the same allocation first (or pass --no-stage to read the shard folder)"
+        )
     return dest
 
 
@@ -199,10 +231,14 @@ def cmd_train(args: argparse.Namespace) -> int:
         on_root(world(), lambda: print(f"scalerepro train: {exc}", file=sys.stderr, flush=True))
         return 128 + exc.signum
     final = record["final"] or {}
-    on_root(world(), lambda: print(
-        f"train {spec.algorithm} x{record['world_size']}: top-1 {final.get('top1', float('nan')):.3f} after "
-        f"{record['config']['train']['epochs']} epochs, {record['seconds']:.1f} s, status {record['status']}",
-        file=sys.stderr))
+    on_root(
+        world(),
+        lambda: print(
+            f"train {spec.algorithm} x{record['world_size']}: top-1 {final.get('top1', float('nan')):.3f} after "
+            f"{record['config']['train']['epochs']} epochs, {record['seconds']:.1f} s, status {record['status']}",
+            file=sys.stderr,
+        ),
+    )
     return 0
 
 
@@ -212,11 +248,15 @@ def cmd_supervise(args: argparse.Namespace) -> int:
 
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not cmd:
-        raise UserError("no command given; e.g. scalerepro supervise --run-dir DIR -- mpiexec -n 2 scalerepro train ...")
+        raise UserError(
+            "no command given; e.g. scalerepro supervise --run-dir DIR -- mpiexec -n 2 scalerepro train ..."
+        )
     try:
         return supervise(cmd, Path(args.run_dir))
     except FileNotFoundError:
-        raise UserError(f"{cmd[0]}: command not found; is the launcher on PATH (mpiexec from the mpich wheel, or srun)?") from None
+        raise UserError(
+            f"{cmd[0]}: command not found; is the launcher on PATH (mpiexec from the mpich wheel, or srun)?"
+        ) from None
 
 
 def cmd_bench(args: argparse.Namespace) -> None:
@@ -230,7 +270,14 @@ def cmd_bench(args: argparse.Namespace) -> None:
     from scalerepro.comm.algorithms import get
     from scalerepro.comm.context import Context
     from scalerepro.comm.harness import (
-        DTYPES, HEADER, SweepSpec, compare, format_comparison, reduction_cost, sweep, total_wrong,
+        DTYPES,
+        HEADER,
+        SweepSpec,
+        compare,
+        format_comparison,
+        reduction_cost,
+        sweep,
+        total_wrong,
     )
     from scalerepro.io import write_json_atomic
     from scalerepro.mpi import hosts, library_version, on_root, world
@@ -247,25 +294,53 @@ def cmd_bench(args: argparse.Namespace) -> None:
         if peer not in algos:
             raise UserError(f"--compare {peer}: not among the benchmarked algorithms {list(algos)}; add it to --algos")
     comm = world()
-    on_root(comm, lambda: print(f"# world size {comm.size}, {library_version()}, {args.device} buffers, "
-                                f"comm.executor={cfg.comm.executor}\n{HEADER}", file=sys.stderr))
+    on_root(
+        comm,
+        lambda: print(
+            f"# world size {comm.size}, {library_version()}, {args.device} buffers, "
+            f"comm.executor={cfg.comm.executor}\n{HEADER}",
+            file=sys.stderr,
+        ),
+    )
     with Context(comm, cfg.comm.params()) as ctx:
         nodes = ctx.nodes()
-        placement = {"ranks_per_node": max(nodes.count(n) for n in nodes),
-                     "cores_per_node": min(comm.allgather(node_cores(os.environ)))}
-        spec = SweepSpec(algos, b.min_bytes, b.max_bytes, b.dtype, b.warmup, b.iters, b.check, b.min_time_s,
-                         b.max_iters, args.device, max(1, placement["cores_per_node"] // placement["ranks_per_node"]),
-                         b.rounds)
+        placement = {
+            "ranks_per_node": max(nodes.count(n) for n in nodes),
+            "cores_per_node": min(comm.allgather(node_cores(os.environ))),
+        }
+        spec = SweepSpec(
+            algos,
+            b.min_bytes,
+            b.max_bytes,
+            b.dtype,
+            b.warmup,
+            b.iters,
+            b.check,
+            b.min_time_s,
+            b.max_iters,
+            args.device,
+            max(1, placement["cores_per_node"] // placement["ranks_per_node"]),
+            b.rounds,
+        )
         rows = sweep(ctx, spec)
     gamma = statistics.median(comm.allgather(reduction_cost(np.dtype(DTYPES[b.dtype]))))
     ratios = {peer: compare(rows, peer) for peer in peers}
     record = {
-        "argv": argv(), "world_size": comm.size, "hosts": hosts(comm), "nodes": list(nodes),
-        "mpi_library": library_version(), "versions": versions(), "platform": platform.platform(),
-        "spec": spec.__dict__ | {"algorithms": list(algos)}, "device": args.device,
-        **placement, "params": cfg.to_dict()["comm"], "reduction_s_per_byte": gamma,
+        "argv": argv(),
+        "world_size": comm.size,
+        "hosts": hosts(comm),
+        "nodes": list(nodes),
+        "mpi_library": library_version(),
+        "versions": versions(),
+        "platform": platform.platform(),
+        "spec": spec.__dict__ | {"algorithms": list(algos)},
+        "device": args.device,
+        **placement,
+        "params": cfg.to_dict()["comm"],
+        "reduction_s_per_byte": gamma,
         "env": {k: v for k, v in os.environ.items() if k.startswith(("OMP_", "MPIR_", "MPICH_", "SLURM_", "NCCL_"))},
-        "rows": rows, "comparisons": [c for peer in peers for c in ratios[peer]],
+        "rows": rows,
+        "comparisons": [c for peer in peers for c in ratios[peer]],
     }
     on_root(comm, lambda: write_json_atomic(args.out, record))
     for peer in peers:
@@ -278,7 +353,6 @@ def cmd_bench(args: argparse.Namespace) -> None:
 
 def cmd_bench_loader(args: argparse.Namespace) -> None:
     """Shard loader vs torchvision ImageFolder + DataLoader on the same JPEGs, same run; JSON + table."""
-    import os
     import platform
 
     from scalerepro.data import loaderbench as lb
@@ -289,22 +363,41 @@ def cmd_bench_loader(args: argparse.Namespace) -> None:
     scale = tuple(float(x) for x in args.scale.split(","))
     if len(scale) != 2 or not 0 < scale[0] <= scale[1] <= 1:
         raise UserError(f"--scale {args.scale}: give MIN,MAX with 0 < MIN <= MAX <= 1 (ImageNet standard 0.08,1)")
-    spec = lb.LoaderBenchSpec(images=args.images, size=args.size, batch=args.batch, workers=_int_list(args.workers,
-                              "--workers"), reps=args.reps, scale=scale, seed=args.seed)
+    spec = lb.LoaderBenchSpec(
+        images=args.images,
+        size=args.size,
+        batch=args.batch,
+        workers=_int_list(args.workers, "--workers"),
+        reps=args.reps,
+        scale=scale,
+        seed=args.seed,
+    )
     work = Path(args.work)
     print(f"# {spec.images} JPEGs (400-500 px, quality 90) in {work}", file=sys.stderr)
     dataset = lb.bench_dataset(work, spec.images, spec.seed)
     staged = lb.staged_shards(dataset, work, args.stage_root, spec.seed)
     row_index = read_manifest(staged).get("row_index", {"tool": None, "images": 0})
-    print(f"# shards row-indexed: {row_index['images']} images ({row_index['tool'] or 'no jpegtran: decoded whole'})",
-          file=sys.stderr)
+    print(
+        f"# shards row-indexed: {row_index['images']} images ({row_index['tool'] or 'no jpegtran: decoded whole'})",
+        file=sys.stderr,
+    )
     rows = lb.run(spec, dataset, staged, lambda line: print(line, file=sys.stderr, flush=True))
     summary = lb.summarise(rows)
-    write_json_atomic(args.out, {
-        "argv": argv(), "versions": versions(), "platform": platform.platform(), "cpus": len(usable_cpus()),
-        "spec": {**spec.__dict__}, "dataset": str(dataset), "staged": str(staged), "row_index": row_index,
-        "rows": rows, "summary": summary,
-    })
+    write_json_atomic(
+        args.out,
+        {
+            "argv": argv(),
+            "versions": versions(),
+            "platform": platform.platform(),
+            "cpus": len(usable_cpus()),
+            "spec": {**spec.__dict__},
+            "dataset": str(dataset),
+            "staged": str(staged),
+            "row_index": row_index,
+            "rows": rows,
+            "summary": summary,
+        },
+    )
     print(lb.format_summary(summary), file=sys.stderr)
 
 
@@ -319,20 +412,35 @@ def cmd_bench_train(args: argparse.Namespace) -> None:
     cfg = _config(args)
     check_algorithm(args.algo)
     if min(args.steps, args.reps) < 1 or args.warmup < 0:
-        raise UserError(f"--steps {args.steps} --reps {args.reps} --warmup {args.warmup}: steps and reps must be >= 1, "
-                        "warmup >= 0")
+        raise UserError(
+            f"--steps {args.steps} --reps {args.reps} --warmup {args.warmup}: steps and reps must be >= 1, warmup >= 0"
+        )
     spec = bench.TrainBenchSpec(args.algo, args.steps, args.warmup, args.reps, args.classes)
     comm = world()
     quiet = comm.rank != 0
     result = bench.run(cfg, spec, comm, lambda line: quiet or print(line, file=sys.stderr, flush=True))
-    record = {"argv": argv(), "versions": versions(), "hosts": hosts(comm), "spec": spec.__dict__,
-              "config": cfg.to_dict(), **result}
+    record = {
+        "argv": argv(),
+        "versions": versions(),
+        "hosts": hosts(comm),
+        "spec": spec.__dict__,
+        "config": cfg.to_dict(),
+        **result,
+    }
     if args.baselines:
         record["published_per_accelerator"] = bench.published_per_accelerator(Path(args.baselines), cfg.train.model)
     on_root(comm, lambda: write_json_atomic(args.out, record))
-    on_root(comm, lambda: print(bench.format_summary(result["summary"]) + "".join(
-        f"\npublished {b['work']}: {b['images_per_s_per_accelerator']:.0f} images/s per accelerator ({b['hardware']})"
-        for b in record.get("published_per_accelerator", [])), file=sys.stderr))
+    on_root(
+        comm,
+        lambda: print(
+            bench.format_summary(result["summary"])
+            + "".join(
+                f"\npublished {b['work']}: {b['images_per_s_per_accelerator']:.0f} images/s per accelerator ({b['hardware']})"
+                for b in record.get("published_per_accelerator", [])
+            ),
+            file=sys.stderr,
+        ),
+    )
 
 
 def _int_list(text: str, flag: str) -> tuple[int, ...]:
@@ -356,29 +464,58 @@ def cmd_cost_model(args: argparse.Namespace) -> None:
     algos = args.algos.split(",") if args.algos else sorted({r["algorithm"] for r in rows} - {"auto"})
     fits = fit_regimes(algos, rows, gamma)
     chosen = for_projection(fits)
-    topos = [Topology("fattree", args.ranks_per_node, args.link_gbps, args.latency_us, args.rails, args.intra_gbps,
-                      args.intra_latency_us),
-             Topology("torus2d", 1, args.torus_link_gbps, args.torus_latency_us)]
+    topos = [
+        Topology(
+            "fattree",
+            args.ranks_per_node,
+            args.link_gbps,
+            args.latency_us,
+            args.rails,
+            args.intra_gbps,
+            args.intra_latency_us,
+        ),
+        Topology("torus2d", 1, args.torus_link_gbps, args.torus_latency_us),
+    ]
     ranks = list(_int_list(args.ranks, "--ranks"))
     proj = projection(chosen, topos, ranks, args.bytes, args.colors)
-    print(f"{'algorithm':>15} {'regime':>14} {'alpha(us)':>10} {'beta(GB/s)':>11} {'gamma(GB/s)':>12} {'points':>7} "
-          f"{'median|res|':>11} {'max|res|':>9}", file=sys.stderr)
+    print(
+        f"{'algorithm':>15} {'regime':>14} {'alpha(us)':>10} {'beta(GB/s)':>11} {'gamma(GB/s)':>12} {'points':>7} "
+        f"{'median|res|':>11} {'max|res|':>9}",
+        file=sys.stderr,
+    )
     for f in fits:
         bw = 1 / f.beta_s_per_byte / 1e9 if f.beta_s_per_byte else float("inf")
-        print(f"{f.algorithm:>15} {f.regime:>14} {f.alpha_s * 1e6:>10.2f} {bw:>11.2f} {1 / f.gamma_s_per_byte / 1e9:>12.2f} "
-              f"{f.points:>7} {f.median_rel_residual:>10.1%} {f.max_rel_residual:>9.1%}", file=sys.stderr)
-    print(f"\n# projected ms per all-reduce of {args.bytes / 1e6:.1f} MB (ResNet-50 gradients, float32), "
-          "from each algorithm's most cluster-like fit", file=sys.stderr)
-    print(f"{'algorithm':>15} {'from regime':>14} {'topology':>9} " + " ".join(f"{p:>9}" for p in ranks), file=sys.stderr)
+        print(
+            f"{f.algorithm:>15} {f.regime:>14} {f.alpha_s * 1e6:>10.2f} {bw:>11.2f} {1 / f.gamma_s_per_byte / 1e9:>12.2f} "
+            f"{f.points:>7} {f.median_rel_residual:>10.1%} {f.max_rel_residual:>9.1%}",
+            file=sys.stderr,
+        )
+    print(
+        f"\n# projected ms per all-reduce of {args.bytes / 1e6:.1f} MB (ResNet-50 gradients, float32), "
+        "from each algorithm's most cluster-like fit",
+        file=sys.stderr,
+    )
+    print(
+        f"{'algorithm':>15} {'from regime':>14} {'topology':>9} " + " ".join(f"{p:>9}" for p in ranks), file=sys.stderr
+    )
     for f in chosen:
         for t in topos:
             ms = [r["ms"] for r in proj if r["algorithm"] == f.algorithm and r["topology"] == t.kind]
-            print(f"{f.algorithm:>15} {f.regime:>14} {t.kind:>9} " + " ".join(f"{m:>9.2f}" for m in ms), file=sys.stderr)
-    write_json_atomic(args.out, {
-        "gamma_s_per_byte": gamma, "fits": [f.__dict__ for f in fits], "projection": proj,
-        "topologies": [t.__dict__ for t in topos], "bytes": args.bytes, "colors": args.colors,
-        "sources": [str(p) for p in paths],
-    })
+            print(
+                f"{f.algorithm:>15} {f.regime:>14} {t.kind:>9} " + " ".join(f"{m:>9.2f}" for m in ms), file=sys.stderr
+            )
+    write_json_atomic(
+        args.out,
+        {
+            "gamma_s_per_byte": gamma,
+            "fits": [f.__dict__ for f in fits],
+            "projection": proj,
+            "topologies": [t.__dict__ for t in topos],
+            "bytes": args.bytes,
+            "colors": args.colors,
+            "sources": [str(p) for p in paths],
+        },
+    )
 
 
 def _bench_rows(patterns: list[str]) -> tuple[list[Path], list[dict[str, Any]], float]:
@@ -431,11 +568,14 @@ def _simulated(points: list[Any], label: str, jobs: int) -> tuple[list[dict[str,
                 seen[key] = ""
             except UserError as exc:
                 seen[key] = str(exc)
-                print(f"{label}: skipping {pt.algorithm} on {pt.ranks} ranks of {pt.platform.name}: {exc}",
-                      file=sys.stderr)
+                print(
+                    f"{label}: skipping {pt.algorithm} on {pt.ranks} ranks of {pt.platform.name}: {exc}",
+                    file=sys.stderr,
+                )
         if seen[key]:
-            skipped.append({"algorithm": pt.algorithm, "ranks": pt.ranks, "platform": pt.platform.name,
-                            "why": seen[key]})
+            skipped.append(
+                {"algorithm": pt.algorithm, "ranks": pt.ranks, "platform": pt.platform.name, "why": seen[key]}
+            )
         else:
             runnable.append(pt)
     return simulate(runnable, _progress(label), jobs or None), skipped
@@ -463,16 +603,31 @@ def cmd_simulate(args: argparse.Namespace) -> None:
         if get(algo) is None:
             raise UserError("simulate --algos auto: auto picks per size on a measured machine; name the algorithms")
     platforms = _platforms(args)
-    points = [Point(algo, p, n, plat, args.colors) for plat in platforms for p in _int_list(args.ranks, "--ranks")
-              for n in _int_list(args.bytes, "--bytes") for algo in algos]
+    points = [
+        Point(algo, p, n, plat, args.colors)
+        for plat in platforms
+        for p in _int_list(args.ranks, "--ranks")
+        for n in _int_list(args.bytes, "--bytes")
+        for algo in algos
+    ]
     rows, skipped = _simulated(points, "simulate", args.jobs)
-    _write_tables(Path(args.out), {"simulation": rows}, {"platforms": [p.as_dict() for p in platforms],
-                                                         "colors": args.colors, "skipped": skipped}, "simulation.json")
-    print(f"{'platform':>14} {'algorithm':>15} {'ranks':>6} {'bytes':>11} {'simulated ms':>13} {'busbw GB/s':>11} "
-          f"{'wall s':>7}", file=sys.stderr)
+    _write_tables(
+        Path(args.out),
+        {"simulation": rows},
+        {"platforms": [p.as_dict() for p in platforms], "colors": args.colors, "skipped": skipped},
+        "simulation.json",
+    )
+    print(
+        f"{'platform':>14} {'algorithm':>15} {'ranks':>6} {'bytes':>11} {'simulated ms':>13} {'busbw GB/s':>11} "
+        f"{'wall s':>7}",
+        file=sys.stderr,
+    )
     for r in rows:
-        print(f"{r['platform']:>14} {r['algorithm']:>15} {r['ranks']:>6} {r['bytes']:>11} "
-              f"{r['simulated_s'] * 1e3:>13.3f} {r['busbw_GBps']:>11.2f} {r['wall_s']:>7.1f}", file=sys.stderr)
+        print(
+            f"{r['platform']:>14} {r['algorithm']:>15} {r['ranks']:>6} {r['bytes']:>11} "
+            f"{r['simulated_s'] * 1e3:>13.3f} {r['busbw_GBps']:>11.2f} {r['wall_s']:>7.1f}",
+            file=sys.stderr,
+        )
 
 
 def cmd_simulate_validate(args: argparse.Namespace) -> None:
@@ -486,18 +641,26 @@ def cmd_simulate_validate(args: argparse.Namespace) -> None:
     kept = validate.measured(rows)
     simulated, skipped = _simulated(validate.points(kept, machines), "simulate-validate", args.jobs)
     if skipped:
-        raise UserError(f"simulate-validate: {skipped[0]['algorithm']} at {skipped[0]['ranks']} ranks has no "
-                        f"schedule: {skipped[0]['why']}")
+        raise UserError(
+            f"simulate-validate: {skipped[0]['algorithm']} at {skipped[0]['ranks']} ranks has no "
+            f"schedule: {skipped[0]['why']}"
+        )
     table = validate.table(kept, simulated)
     summary = validate.summary(table)
-    _write_tables(Path(args.out), {"validation": table, "validation_summary": summary},
-                  {"platforms": [v.as_dict() for v in machines.values()], "bar_bytes": validate.BAR_BYTES},
-                  "validation.json")
+    _write_tables(
+        Path(args.out),
+        {"validation": table, "validation_summary": summary},
+        {"platforms": [v.as_dict() for v in machines.values()], "bar_bytes": validate.BAR_BYTES},
+        "validation.json",
+    )
     for s in summary:
         big = s["median_abs_error_64KiB_up"]
-        print(f"{s['ranks']} ranks ({s['regime']}): median |simulated/measured - 1| "
-              f"{'n/a' if big is None else f'{big:.1%}'} over {s['points_64KiB_up']} points >= 64 KiB, "
-              f"{s['median_abs_error_all']:.1%} over all {s['points']}", file=sys.stderr)
+        print(
+            f"{s['ranks']} ranks ({s['regime']}): median |simulated/measured - 1| "
+            f"{'n/a' if big is None else f'{big:.1%}'} over {s['points_64KiB_up']} points >= 64 KiB, "
+            f"{s['median_abs_error_all']:.1%} over all {s['points']}",
+            file=sys.stderr,
+        )
 
 
 def cmd_simulate_scale(args: argparse.Namespace) -> None:
@@ -511,20 +674,39 @@ def cmd_simulate_scale(args: argparse.Namespace) -> None:
     ranks = list(_int_list(args.ranks, "--ranks"))
     dtypes = [d for d in args.dtypes.split(",") if d]
     claims = papers.load_claims(Path(args.platforms))
-    points = scale.unique([pt for plat in platforms for pt in scale.points(
-        plat, algos, [p for p in ranks if plat.holds(p)], dtypes, args.bucket_mib, args.colors)]
-        + scale.claim_points(claims, platforms, args.bucket_mib, args.colors, args.claims_max_ranks))
+    points = scale.unique(
+        [
+            pt
+            for plat in platforms
+            for pt in scale.points(
+                plat, algos, [p for p in ranks if plat.holds(p)], dtypes, args.bucket_mib, args.colors
+            )
+        ]
+        + scale.claim_points(claims, platforms, args.bucket_mib, args.colors, args.claims_max_ranks)
+    )
     rows, skipped = _simulated(points, "simulate-scale", args.jobs)
     steps = [s for plat in platforms for s in scale.steps(rows, plat, args.bucket_mib, args.batch)]
     compared = papers.compare(claims, steps)
-    _write_tables(Path(args.out), {"scale_points": rows, "scale": steps, "papers": compared},
-                  {"platforms": [p.as_dict() for p in platforms], "bucket_mib": args.bucket_mib,
-                   "batch_per_rank": args.batch, "colors": args.colors, "skipped": skipped}, "scale.json")
+    _write_tables(
+        Path(args.out),
+        {"scale_points": rows, "scale": steps, "papers": compared},
+        {
+            "platforms": [p.as_dict() for p in platforms],
+            "bucket_mib": args.bucket_mib,
+            "batch_per_rank": args.batch,
+            "colors": args.colors,
+            "skipped": skipped,
+        },
+        "scale.json",
+    )
     for c in compared:
         sim = "not simulated" if c["simulated"] is None else f"{c['simulated']:.4g}"
         pub = "not stated" if c["published"] is None else f"{c['published']:.4g}"
-        print(f"{c['paper']}: {c['claim']}: published {pub}, simulated {sim}"
-              + (f" -> revisit {c['assumption_to_revisit']}" if c["assumption_to_revisit"] else ""), file=sys.stderr)
+        print(
+            f"{c['paper']}: {c['claim']}: published {pub}, simulated {sim}"
+            + (f" -> revisit {c['assumption_to_revisit']}" if c["assumption_to_revisit"] else ""),
+            file=sys.stderr,
+        )
 
 
 def cmd_collect(args: argparse.Namespace) -> None:
@@ -555,9 +737,14 @@ def cmd_analyze(args: argparse.Namespace) -> None:
     """Tables -> metrics.json and analysis tables."""
     from scalerepro.analysis.analyze import analyze
 
-    metrics = analyze(Path(args.tables), Path(args.baselines), Path(args.metrics), Path(args.out),
-                      Path(args.costmodel) if args.costmodel else None,
-                      Path(args.simulation) if args.simulation else None)
+    metrics = analyze(
+        Path(args.tables),
+        Path(args.baselines),
+        Path(args.metrics),
+        Path(args.out),
+        Path(args.costmodel) if args.costmodel else None,
+        Path(args.simulation) if args.simulation else None,
+    )
     print(json.dumps(metrics["summary"], indent=2), file=sys.stderr)
 
 
@@ -573,19 +760,30 @@ def cmd_reproduce(args: argparse.Namespace) -> None:
     """Analysis tables + the papers' claims -> one reproduction card per paper."""
     from scalerepro.analysis.reproduce import reproduce
 
-    command = "scalerepro reproduce " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["reproduce"] else "scalerepro reproduce"
+    command = (
+        "scalerepro reproduce " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["reproduce"] else "scalerepro reproduce"
+    )
     table = reproduce(Path(args.analysis), Path(args.claims), Path(args.out), Path(args.csv), Path(args.json), command)
     counts = table["verdict"].str.split(r"\s*[(:]", regex=True).str[0].value_counts()
-    print(f"{len(table)} claims: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + f" -> {args.out}",
-          file=sys.stderr)
+    print(
+        f"{len(table)} claims: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + f" -> {args.out}", file=sys.stderr
+    )
 
 
 def _platform_args(s: argparse.ArgumentParser, default: str) -> None:
     """--platform, --platforms, --bench and --colors, shared by the simulate commands."""
-    s.add_argument("--platform", default=default, help="comma-separated platform names of --platforms, `all`, or "
-                   f"this-machine (fitted from --bench) (default {default})")
-    s.add_argument("--platforms", default="config/platforms.yaml", metavar="FILE",
-                   help="platform descriptions (default config/platforms.yaml)")
+    s.add_argument(
+        "--platform",
+        default=default,
+        help="comma-separated platform names of --platforms, `all`, or "
+        f"this-machine (fitted from --bench) (default {default})",
+    )
+    s.add_argument(
+        "--platforms",
+        default="config/platforms.yaml",
+        metavar="FILE",
+        help="platform descriptions (default config/platforms.yaml)",
+    )
     s.add_argument("--bench", nargs="*", default=[], metavar="GLOB", help="bench JSONs to fit this-machine from")
     s.add_argument("--colors", type=int, default=2, help="multicolor colors (default 2)")
     _jobs_arg(s)
@@ -593,8 +791,12 @@ def _platform_args(s: argparse.ArgumentParser, default: str) -> None:
 
 def _jobs_arg(s: argparse.ArgumentParser) -> None:
     """--jobs: simulations at once, each on its own core."""
-    s.add_argument("--jobs", type=int, default=0, help="simulations at once, one core each (default: every core "
-                   "this process may use)")
+    s.add_argument(
+        "--jobs",
+        type=int,
+        default=0,
+        help="simulations at once, one core each (default: every core this process may use)",
+    )
 
 
 def parser() -> argparse.ArgumentParser:
@@ -603,85 +805,141 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"scalerepro {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    s = sub.add_parser("make-dataset", help="generate the deterministic synthetic ImageNet-layout dataset",
-                       description="Write <root>/<name>/{train,val}/<wnid>/*.JPEG; same seed, same bytes.")
+    s = sub.add_parser(
+        "make-dataset",
+        help="generate the deterministic synthetic ImageNet-layout dataset",
+        description="Write <root>/<name>/{train,val}/<wnid>/*.JPEG; same seed, same bytes.",
+    )
     _add_config_flags(s)
     s.add_argument("--out", metavar="ROOT", help="folder to write <name>/ into (default: dataset.root)")
     s.set_defaults(fn=cmd_make_dataset)
 
-    s = sub.add_parser("shard", help="pack an ImageNet-layout folder into shards + manifest",
-                       description="Shards of RGB JPEG bytes with labels; grayscale/CMYK/PNG inputs are re-encoded.")
+    s = sub.add_parser(
+        "shard",
+        help="pack an ImageNet-layout folder into shards + manifest",
+        description="Shards of RGB JPEG bytes with labels; grayscale/CMYK/PNG inputs are re-encoded.",
+    )
     _add_config_flags(s)
     s.add_argument("--dataset", metavar="DIR", help="ImageNet-layout folder (default: dataset.root/dataset.name)")
     s.add_argument("--split", choices=["train", "val", "all"], default="all", help="which split (default: all)")
     s.add_argument("--out", metavar="DIR", required=True, help="write <split>/shard-*.srs and manifest.json here")
-    s.add_argument("--skip-bad", action="store_true", help="leave undecodable files out (listed in the manifest) instead of failing")
-    s.add_argument("--threads", type=int, metavar="N",
-                   help="packing threads (default: the CPUs this process may use, e.g. its SLURM allocation)")
+    s.add_argument(
+        "--skip-bad",
+        action="store_true",
+        help="leave undecodable files out (listed in the manifest) instead of failing",
+    )
+    s.add_argument(
+        "--threads",
+        type=int,
+        metavar="N",
+        help="packing threads (default: the CPUs this process may use, e.g. its SLURM allocation)",
+    )
     s.set_defaults(fn=cmd_shard)
 
-    s = sub.add_parser("stage", help="copy shards into node memory, verified (run under mpiexec/srun)",
-                       description="The first rank of each node copies; others wait. Verified shards already there are kept.")
+    s = sub.add_parser(
+        "stage",
+        help="copy shards into node memory, verified (run under mpiexec/srun)",
+        description="The first rank of each node copies; others wait. Verified shards already there are kept.",
+    )
     _add_config_flags(s)
     s.add_argument("--shards", nargs="*", default=[], metavar="DIR", help="shard folders (with manifest.json) to stage")
     s.add_argument("--root", help="node-memory folder (default: stage.root)")
     s.add_argument("--log", metavar="FILE", help="write a JSON record of what was staged, per node, with timings")
-    s.add_argument("--clean", action="store_true",
-                   help="remove what this node staged (<root>/<node>/) instead; on every node when launched on each")
+    s.add_argument(
+        "--clean",
+        action="store_true",
+        help="remove what this node staged (<root>/<node>/) instead; on every node when launched on each",
+    )
     s.add_argument("--only", metavar="FOLDERS", help="with --clean: only these dataset folders (comma-separated)")
     s.set_defaults(fn=cmd_stage)
 
-    s = sub.add_parser("clean-stage", help="remove what a sweep staged, on every node that staged it",
-                       description="Reads the sweep's stage records (stage.json) and removes the staged dataset "
-                                   "folders on each node named there: one srun task per node under SLURM (--launcher "
-                                   "srun ...), else on this node. Kept when stage.keep is true, or by default off "
-                                   "SLURM. Nodes that could not be cleaned are listed in --out, not raised.")
+    s = sub.add_parser(
+        "clean-stage",
+        help="remove what a sweep staged, on every node that staged it",
+        description="Reads the sweep's stage records (stage.json) and removes the staged dataset "
+        "folders on each node named there: one srun task per node under SLURM (--launcher "
+        "srun ...), else on this node. Kept when stage.keep is true, or by default off "
+        "SLURM. Nodes that could not be cleaned are listed in --out, not raised.",
+    )
     _add_config_flags(s)
     s.add_argument("--records", nargs="*", default=[], metavar="FILE", help="the sweep's stage.json files")
     s.add_argument("--launcher", default="", help="the training launcher (srun: clean through SLURM)")
     s.add_argument("--out", required=True, metavar="FILE", help="JSON record of what was staged and removed")
     s.set_defaults(fn=cmd_clean_stage)
 
-    s = sub.add_parser("train", help="one data-parallel training run (every rank runs this)",
-                       description="Synchronous SGD over the chosen all-reduce; JSON-lines events + run.json in --out.")
+    s = sub.add_parser(
+        "train",
+        help="one data-parallel training run (every rank runs this)",
+        description="Synchronous SGD over the chosen all-reduce; JSON-lines events + run.json in --out.",
+    )
     _add_config_flags(s)
     s.add_argument("--algo", required=True, help="all-reduce algorithm for the gradients")
     s.add_argument("--shards", required=True, metavar="DIR", help="folder with train/ and val/ shard folders")
-    s.add_argument("--out", required=True, metavar="DIR",
-                   help="run directory (events.jsonl, run.json, checkpoint.pt); a checkpoint there is resumed from")
+    s.add_argument(
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="run directory (events.jsonl, run.json, checkpoint.pt); a checkpoint there is resumed from",
+    )
     s.add_argument("--no-stage", action="store_true", help="read the shard folder directly instead of the staged copy")
-    s.add_argument("--variant", default="base", metavar="NAME",
-                   help="train recipe from train.variants to lay over the train section (default base: as written)")
-    s.add_argument("--rep", type=int, default=0, metavar="K",
-                   help="repetition index of this run among runs with the same settings (recorded; default 0)")
+    s.add_argument(
+        "--variant",
+        default="base",
+        metavar="NAME",
+        help="train recipe from train.variants to lay over the train section (default base: as written)",
+    )
+    s.add_argument(
+        "--rep",
+        type=int,
+        default=0,
+        metavar="K",
+        help="repetition index of this run among runs with the same settings (recorded; default 0)",
+    )
     s.set_defaults(fn=cmd_train)
 
-    s = sub.add_parser("supervise", help="run a training launcher line; on failure name the rank that died and where",
-                       description="Runs CMD (e.g. mpiexec -n 2 scalerepro train ... --out DIR) and passes its exit "
-                                   "status through. If it fails, prints which rank on this host exited first (pid, "
-                                   "host), the last step logged and the last checkpoint, and how to resume.")
+    s = sub.add_parser(
+        "supervise",
+        help="run a training launcher line; on failure name the rank that died and where",
+        description="Runs CMD (e.g. mpiexec -n 2 scalerepro train ... --out DIR) and passes its exit "
+        "status through. If it fails, prints which rank on this host exited first (pid, "
+        "host), the last step logged and the last checkpoint, and how to resume.",
+    )
     s.add_argument("--run-dir", required=True, metavar="DIR", help="the training run's --out folder")
     s.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the launcher line to run")
     s.set_defaults(fn=cmd_supervise)
 
-    s = sub.add_parser("bench", help="all-reduce sweep, nccl-tests style (run under mpiexec/srun)",
-                       description="Sizes by doubling; t = max over ranks of the mean; busbw = algbw*2(p-1)/p; checked. "
-                                   "Each row records the executor (--set comm.executor=mpi|torch) and the schedule "
-                                   "that ran (colors, orders, grid, or what the algorithm reduced to).")
+    s = sub.add_parser(
+        "bench",
+        help="all-reduce sweep, nccl-tests style (run under mpiexec/srun)",
+        description="Sizes by doubling; t = max over ranks of the mean; busbw = algbw*2(p-1)/p; checked. "
+        "Each row records the executor (--set comm.executor=mpi|torch) and the schedule "
+        "that ran (colors, orders, grid, or what the algorithm reduced to).",
+    )
     _add_config_flags(s)
     s.add_argument("--algos", help="comma-separated algorithms (default: bench.algorithms)")
-    s.add_argument("--compare", metavar="PEERS", help="comma-separated peers (e.g. native,gloo, or nccl on a GPU): "
-                   "print and record every other algorithm's busbw and time as ratios to each, from this same run")
-    s.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
-                   help="where the buffers live (default cpu); cuda: each rank's GPU, and comm.executor=auto then "
-                        "runs the schedules with torch.distributed (NCCL)")
+    s.add_argument(
+        "--compare",
+        metavar="PEERS",
+        help="comma-separated peers (e.g. native,gloo, or nccl on a GPU): "
+        "print and record every other algorithm's busbw and time as ratios to each, from this same run",
+    )
+    s.add_argument(
+        "--device",
+        choices=["cpu", "cuda"],
+        default="cpu",
+        help="where the buffers live (default cpu); cuda: each rank's GPU, and comm.executor=auto then "
+        "runs the schedules with torch.distributed (NCCL)",
+    )
     s.add_argument("--out", required=True, metavar="FILE", help="JSON result file")
     s.set_defaults(fn=cmd_bench)
 
-    s = sub.add_parser("bench-train", help="training throughput: our loop vs PyTorch DDP, same run (under mpiexec/srun)",
-                       description="Same model, seed, batch and in-memory batches on both sides; repetitions "
-                                   "interleaved; medians of images/s (max over ranks), their ratio, and our all-reduce "
-                                   "time per step. Batch norm is local on both sides.")
+    s = sub.add_parser(
+        "bench-train",
+        help="training throughput: our loop vs PyTorch DDP, same run (under mpiexec/srun)",
+        description="Same model, seed, batch and in-memory batches on both sides; repetitions "
+        "interleaved; medians of images/s (max over ranks), their ratio, and our all-reduce "
+        "time per step. Batch norm is local on both sides.",
+    )
     _add_config_flags(s)
     s.add_argument("--algo", default="ring", help="our gradient all-reduce (default ring)")
     s.add_argument("--out", required=True, metavar="FILE", help="JSON result file")
@@ -689,18 +947,29 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--warmup", type=int, default=3, help="untimed steps per side first (default 3)")
     s.add_argument("--reps", type=int, default=5, help="repetitions (default 5; medians reported)")
     s.add_argument("--classes", type=int, default=10, help="classes of the synthetic labels (default 10)")
-    s.add_argument("--baselines", metavar="FILE", help="also print the published images/s per accelerator from this "
-                                                       "file (config/baselines.yaml) for the configured model")
+    s.add_argument(
+        "--baselines",
+        metavar="FILE",
+        help="also print the published images/s per accelerator from this "
+        "file (config/baselines.yaml) for the configured model",
+    )
     s.set_defaults(fn=cmd_bench_train)
 
-    s = sub.add_parser("bench-loader", help="shard loader vs torchvision ImageFolder+DataLoader, same JPEGs, same run",
-                       description="Generates ImageNet-sized JPEGs once (400-500 px, quality 90), shards and stages "
-                                   "them, then times both loaders with the same RandomResizedCrop + flip + normalise "
-                                   "and worker count: images/s (per worker) and start-up, medians over "
-                                   "repetitions, then peak RSS/PSS of the process tree from one more pass each "
-                                   "(the PSS page walk would slow the timed passes).")
-    s.add_argument("--work", required=True, metavar="DIR", help="folder for the generated JPEGs and their shards "
-                   "(reused when present)")
+    s = sub.add_parser(
+        "bench-loader",
+        help="shard loader vs torchvision ImageFolder+DataLoader, same JPEGs, same run",
+        description="Generates ImageNet-sized JPEGs once (400-500 px, quality 90), shards and stages "
+        "them, then times both loaders with the same RandomResizedCrop + flip + normalise "
+        "and worker count: images/s (per worker) and start-up, medians over "
+        "repetitions, then peak RSS/PSS of the process tree from one more pass each "
+        "(the PSS page walk would slow the timed passes).",
+    )
+    s.add_argument(
+        "--work",
+        required=True,
+        metavar="DIR",
+        help="folder for the generated JPEGs and their shards (reused when present)",
+    )
     s.add_argument("--out", required=True, metavar="FILE", help="JSON result file")
     s.add_argument("--images", type=int, default=2000, help="JPEGs to generate (default 2000)")
     s.add_argument("--size", type=int, default=224, help="crop size in pixels (default 224)")
@@ -709,71 +978,118 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--reps", type=int, default=3, help="repetitions per worker count (default 3; medians reported)")
     s.add_argument("--scale", default="0.08,1", help="RandomResizedCrop scale MIN,MAX (default 0.08,1)")
     s.add_argument("--seed", type=int, default=0, help="seed of the images and of the shuffles (default 0)")
-    s.add_argument("--stage-root", default="/dev/shm/scalerepro-bench", help="node-memory folder to stage into "
-                   "(default /dev/shm/scalerepro-bench; remove with `scalerepro stage --clean --root ...`)")
+    s.add_argument(
+        "--stage-root",
+        default="/dev/shm/scalerepro-bench",
+        help="node-memory folder to stage into "
+        "(default /dev/shm/scalerepro-bench; remove with `scalerepro stage --clean --root ...`)",
+    )
     s.set_defaults(fn=cmd_bench_loader)
 
-    s = sub.add_parser("cost-model", help="fit alpha/beta/gamma per algorithm from bench JSONs; project to large scales",
-                       description="Least squares on relative error; prints residuals; projects one all-reduce of "
-                                   "ResNet-50's gradients onto a fat tree and a 2-D torus.")
+    s = sub.add_parser(
+        "cost-model",
+        help="fit alpha/beta/gamma per algorithm from bench JSONs; project to large scales",
+        description="Least squares on relative error; prints residuals; projects one all-reduce of "
+        "ResNet-50's gradients onto a fat tree and a 2-D torus.",
+    )
     s.add_argument("--bench", nargs="+", required=True, metavar="GLOB", help="bench JSON files (globs allowed)")
     s.add_argument("--algos", help="comma-separated algorithms to fit (default: all in the files)")
     s.add_argument("--out", required=True, metavar="FILE", help="JSON with fits, residuals and projection")
     s.add_argument("--ranks", default="64,256,1024", help="rank counts to project to (default 64,256,1024)")
-    s.add_argument("--bytes", type=float, default=RESNET50_GRADIENT_BYTES, help="bytes per all-reduce (default: ResNet-50, 102 MB)")
+    s.add_argument(
+        "--bytes", type=float, default=RESNET50_GRADIENT_BYTES, help="bytes per all-reduce (default: ResNet-50, 102 MB)"
+    )
     s.add_argument("--colors", type=int, default=2, help="multicolor colors in the projection (default 2)")
     s.add_argument("--ranks-per-node", type=int, default=8, help="fat tree: ranks (GPUs) per node (default 8)")
-    s.add_argument("--link-gbps", type=float, default=12.5, help="fat tree: inter-node GB/s per rail (default 12.5, EDR)")
+    s.add_argument(
+        "--link-gbps", type=float, default=12.5, help="fat tree: inter-node GB/s per rail (default 12.5, EDR)"
+    )
     s.add_argument("--latency-us", type=float, default=2.0, help="fat tree: inter-node latency in us (default 2)")
     s.add_argument("--rails", type=int, default=1, help="fat tree: network rails per node (default 1)")
-    s.add_argument("--intra-gbps", type=float, help="fat tree: GB/s between ranks of a node, e.g. 50 for NVLink "
-                   "(default: the measured machine's fitted beta)")
-    s.add_argument("--intra-latency-us", type=float, help="fat tree: latency inside a node in us (default: fitted alpha)")
+    s.add_argument(
+        "--intra-gbps",
+        type=float,
+        help="fat tree: GB/s between ranks of a node, e.g. 50 for NVLink (default: the measured machine's fitted beta)",
+    )
+    s.add_argument(
+        "--intra-latency-us", type=float, help="fat tree: latency inside a node in us (default: fitted alpha)"
+    )
     s.add_argument("--torus-link-gbps", type=float, default=70.0, help="2-D torus: GB/s per link (default 70)")
     s.add_argument("--torus-latency-us", type=float, default=1.0, help="2-D torus: latency per hop in us (default 1)")
     s.set_defaults(fn=cmd_cost_model)
 
-    s = sub.add_parser("simulate", help="the algorithms' schedules in SimGrid on described platforms, any rank count",
-                       description="Runs every rank's schedule (the same one the executors run) in SimGrid on a "
-                                   "platform of config/platforms.yaml (or this machine, fitted from --bench), one "
-                                   "process per point. Needs SimGrid's Python module: "
-                                   "sudo apt-get install python3-simgrid.")
+    s = sub.add_parser(
+        "simulate",
+        help="the algorithms' schedules in SimGrid on described platforms, any rank count",
+        description="Runs every rank's schedule (the same one the executors run) in SimGrid on a "
+        "platform of config/platforms.yaml (or this machine, fitted from --bench), one "
+        "process per point. Needs SimGrid's Python module: "
+        "sudo apt-get install python3-simgrid.",
+    )
     _platform_args(s, "tpu-v3-pod")
     s.add_argument("--algos", default="ring,torus2d", help="comma-separated algorithms (default ring,torus2d)")
     s.add_argument("--ranks", default="16,64", help="comma-separated rank counts (default 16,64)")
-    s.add_argument("--bytes", default=str(RESNET50_GRADIENT_BYTES),
-                   help="comma-separated bytes per all-reduce, float32 (default: ResNet-50's gradients, 102 MB)")
+    s.add_argument(
+        "--bytes",
+        default=str(RESNET50_GRADIENT_BYTES),
+        help="comma-separated bytes per all-reduce, float32 (default: ResNet-50's gradients, 102 MB)",
+    )
     s.add_argument("--out", required=True, metavar="DIR", help="folder for simulation.csv and simulation.json")
     s.set_defaults(fn=cmd_simulate)
 
-    s = sub.add_parser("simulate-validate", help="this machine's bench fitted as a platform and simulated beside it",
-                       description="Fits one latency and bandwidth for this machine from the bench JSONs (per "
-                                   "regime: a core per rank, or oversubscribed), simulates every measured "
-                                   "(algorithm, ranks, size) with the schedule it ran, and writes validation.csv, "
-                                   "validation_summary.csv and validation.json.")
+    s = sub.add_parser(
+        "simulate-validate",
+        help="this machine's bench fitted as a platform and simulated beside it",
+        description="Fits one latency and bandwidth for this machine from the bench JSONs (per "
+        "regime: a core per rank, or oversubscribed), simulates every measured "
+        "(algorithm, ranks, size) with the schedule it ran, and writes validation.csv, "
+        "validation_summary.csv and validation.json.",
+    )
     s.add_argument("--bench", nargs="+", required=True, metavar="GLOB", help="bench JSON files (globs allowed)")
     s.add_argument("--out", required=True, metavar="DIR", help="folder for the validation tables")
     _jobs_arg(s)
     s.set_defaults(fn=cmd_simulate_validate)
 
-    s = sub.add_parser("simulate-scale", help="ResNet-50's gradient buckets at the papers' scale, against the papers",
-                       description="Simulates ResNet-50's gradient buckets (as training cuts them) for every "
-                                   "algorithm and rank count on each platform, projects images/s, scaling "
-                                   "efficiency and 90-epoch time from each platform's per-accelerator rate, and sets "
-                                   "the published claims of config/platforms.yaml against them. Writes "
-                                   "scale_points.csv, scale.csv, papers.csv and scale.json.")
+    s = sub.add_parser(
+        "simulate-scale",
+        help="ResNet-50's gradient buckets at the papers' scale, against the papers",
+        description="Simulates ResNet-50's gradient buckets (as training cuts them) for every "
+        "algorithm and rank count on each platform, projects images/s, scaling "
+        "efficiency and 90-epoch time from each platform's per-accelerator rate, and sets "
+        "the published claims of config/platforms.yaml against them. Writes "
+        "scale_points.csv, scale.csv, papers.csv and scale.json.",
+    )
     _platform_args(s, "all")
-    s.add_argument("--algos", default="ring,multicolor,multiring,torus2d,native",
-                   help="comma-separated algorithms (default ring,multicolor,multiring,torus2d,native)")
-    s.add_argument("--ranks", default="8,64,256,1024", help="comma-separated rank counts; those a platform "
-                   "cannot hold are left out (default 8,64,256,1024)")
+    s.add_argument(
+        "--algos",
+        default="ring,multicolor,multiring,torus2d,native",
+        help="comma-separated algorithms (default ring,multicolor,multiring,torus2d,native)",
+    )
+    s.add_argument(
+        "--ranks",
+        default="8,64,256,1024",
+        help="comma-separated rank counts; those a platform cannot hold are left out (default 8,64,256,1024)",
+    )
     s.add_argument("--dtypes", default="float32,bfloat16", help="gradient types (default float32,bfloat16)")
-    s.add_argument("--bucket-mib", type=float, default=25.0, help="gradient bucket size as training cuts it "
-                   "(train.bucket_mib; default 25)")
-    s.add_argument("--claims-max-ranks", type=int, default=1024, help="also simulate the points the published "
-                   "claims of --platforms need, up to this many ranks (default 1024; the 1-D ring there takes minutes)")
-    s.add_argument("--batch", type=int, default=32, help="images per rank per step (default 32, as Goyal et al. "
-                   "and Ying et al.: 32,768 on 1,024 chips)")
+    s.add_argument(
+        "--bucket-mib",
+        type=float,
+        default=25.0,
+        help="gradient bucket size as training cuts it (train.bucket_mib; default 25)",
+    )
+    s.add_argument(
+        "--claims-max-ranks",
+        type=int,
+        default=1024,
+        help="also simulate the points the published "
+        "claims of --platforms need, up to this many ranks (default 1024; the 1-D ring there takes minutes)",
+    )
+    s.add_argument(
+        "--batch",
+        type=int,
+        default=32,
+        help="images per rank per step (default 32, as Goyal et al. and Ying et al.: 32,768 on 1,024 chips)",
+    )
     s.add_argument("--out", required=True, metavar="DIR", help="folder for the tables")
     s.set_defaults(fn=cmd_simulate_scale)
 
@@ -783,15 +1099,26 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True, metavar="DIR", help="folder for the CSV tables")
     s.set_defaults(fn=cmd_collect)
 
-    s = sub.add_parser("mlperf-log", help="run event logs -> MLPerf training logs (<run id>.txt, :::MLLOG lines)",
-                       description="Writes one MLPerf log per run (open division, benchmark resnet) that "
-                                   "`python -m mlperf_logging.compliance_checker --usage training --ruleset 4.0.0` "
-                                   "checks.")
-    s.add_argument("--runs", nargs="+", required=True, metavar="GLOB", help="run folders or run.json files (globs allowed)")
-    s.add_argument("--out", required=True, metavar="DIR", help="folder for one <run id>.txt per run, e.g. ring-n2-g1-s0-r0.txt")
+    s = sub.add_parser(
+        "mlperf-log",
+        help="run event logs -> MLPerf training logs (<run id>.txt, :::MLLOG lines)",
+        description="Writes one MLPerf log per run (open division, benchmark resnet) that "
+        "`python -m mlperf_logging.compliance_checker --usage training --ruleset 4.0.0` "
+        "checks.",
+    )
+    s.add_argument(
+        "--runs", nargs="+", required=True, metavar="GLOB", help="run folders or run.json files (globs allowed)"
+    )
+    s.add_argument(
+        "--out", required=True, metavar="DIR", help="folder for one <run id>.txt per run, e.g. ring-n2-g1-s0-r0.txt"
+    )
     s.add_argument("--org", default="scalerepro", help="submission_org (default scalerepro)")
-    s.add_argument("--status", default="research", choices=["cloud", "onprem", "preview", "research"],
-                   help="submission_status (default research)")
+    s.add_argument(
+        "--status",
+        default="research",
+        choices=["cloud", "onprem", "preview", "research"],
+        help="submission_status (default research)",
+    )
     s.set_defaults(fn=cmd_mlperf_log)
 
     s = sub.add_parser("analyze", help="time-to-accuracy, throughput, scaling efficiency, baselines -> metrics.json")
@@ -799,10 +1126,18 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--baselines", required=True, metavar="FILE", help="published results (config/baselines.yaml)")
     s.add_argument("--metrics", required=True, metavar="FILE", help="metrics JSON to write (DVC metrics)")
     s.add_argument("--out", required=True, metavar="DIR", help="folder for analysis CSVs (DVC plots)")
-    s.add_argument("--costmodel", metavar="FILE", help="cost-model JSON (`scalerepro cost-model`): its projections to "
-                                                       "the papers' scales join comparison.csv as 'projected' rows")
-    s.add_argument("--simulation", metavar="DIR", help="folder of `scalerepro simulate-validate` and `simulate-scale`: "
-                   "simulated rows join comparison.csv; simulated.csv, papers.csv and validation.csv are written")
+    s.add_argument(
+        "--costmodel",
+        metavar="FILE",
+        help="cost-model JSON (`scalerepro cost-model`): its projections to "
+        "the papers' scales join comparison.csv as 'projected' rows",
+    )
+    s.add_argument(
+        "--simulation",
+        metavar="DIR",
+        help="folder of `scalerepro simulate-validate` and `simulate-scale`: "
+        "simulated rows join comparison.csv; simulated.csv, papers.csv and validation.csv are written",
+    )
     s.set_defaults(fn=cmd_analyze)
 
     s = sub.add_parser("plot", help="seaborn figures from the analysis tables")
@@ -810,18 +1145,27 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True, metavar="DIR", help="folder for PNG figures")
     s.set_defaults(fn=cmd_plot)
 
-    s = sub.add_parser("reproduce", help="one reproduction card per paper: claims, published, measured, simulated, verdict",
-                       description="Verdicts: reproduced; not reproduced (by how much); not measurable here (what it "
-                       "would take); not in this run (the sweep lacks the runs). Measures: busbw_ratio (bench, largest "
-                       "ranks and message), accuracy_agreement (final top-1 against ring within the ring's seed noise), "
-                       "recipe_delta (top-1 of one recipe run minus another's), scaling_efficiency (reported, not judged), "
-                       "not_measurable.")
+    s = sub.add_parser(
+        "reproduce",
+        help="one reproduction card per paper: claims, published, measured, simulated, verdict",
+        description="Verdicts: reproduced; not reproduced (by how much); not measurable here (what it "
+        "would take); not in this run (the sweep lacks the runs). Measures: busbw_ratio (bench, largest "
+        "ranks and message), accuracy_agreement (final top-1 against ring within the ring's seed noise), "
+        "recipe_delta (top-1 of one recipe run minus another's), scaling_efficiency (reported, not judged), "
+        "not_measurable.",
+    )
     s.add_argument("--analysis", required=True, metavar="DIR", help="folder written by `analyze`")
-    s.add_argument("--claims", default="config/reproduction.yaml", metavar="FILE",
-                   help="the papers' claims and how each is measured (default config/reproduction.yaml)")
+    s.add_argument(
+        "--claims",
+        default="config/reproduction.yaml",
+        metavar="FILE",
+        help="the papers' claims and how each is measured (default config/reproduction.yaml)",
+    )
     s.add_argument("--out", required=True, metavar="FILE", help="the cards as Markdown, e.g. results/reproduction.md")
     s.add_argument("--csv", required=True, metavar="FILE", help="the same rows as CSV (the HTML report's table)")
-    s.add_argument("--json", required=True, metavar="FILE", help="per claim value, reproduced (1/0) and verdict, for DVC")
+    s.add_argument(
+        "--json", required=True, metavar="FILE", help="per claim value, reproduced (1/0) and verdict, for DVC"
+    )
     s.set_defaults(fn=cmd_reproduce)
     return p
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 from jsonschema import Draft202012Validator, validators
@@ -142,8 +143,12 @@ class TrainConfig:
         seen: dict[GridPoint, None] = {}
         for g in grids:
             for variant, algo, ranks, bn, seed in itertools.product(
-                    g.get("variants", ["base"]), g.get("algorithms", self.algorithms), g.get("ranks", self.ranks),
-                    g.get("bn_groups", self.bn_groups), g.get("seeds", self.seeds)):
+                g.get("variants", ["base"]),
+                g.get("algorithms", self.algorithms),
+                g.get("ranks", self.ranks),
+                g.get("bn_groups", self.bn_groups),
+                g.get("seeds", self.seeds),
+            ):
                 for rep in range(self.repetitions):
                     seen.setdefault(GridPoint(variant, algo, ranks, bn, seed, rep))
         return list(seen)
@@ -153,7 +158,9 @@ class TrainConfig:
         group = world if self.bn_group == "world" else int(self.bn_group)
         if world % group:
             fits = [g for g in range(1, world + 1) if world % g == 0]
-            raise UserError(f"train.bn_group={self.bn_group} does not divide {world} ranks; use one of {fits} or 'world'")
+            raise UserError(
+                f"train.bn_group={self.bn_group} does not divide {world} ranks; use one of {fits} or 'world'"
+            )
         return group
 
 
@@ -182,8 +189,9 @@ class CommConfig:
         """The CommParams the algorithms take."""
         from scalerepro.comm.context import CommParams
 
-        return CommParams(float(self.timeout_s), self.colors, self.chunk_bytes, tuple(self.grid), self.executor,
-                          self.tuning)
+        return CommParams(
+            float(self.timeout_s), self.colors, self.chunk_bytes, tuple(self.grid), self.executor, self.tuning
+        )
 
 
 @dataclass(frozen=True)
@@ -245,7 +253,7 @@ class ClusterConfig:
         if first in ("mpiexec", "mpirun") or "cpus-per-task" in launcher.replace("_", "-").lower():
             return launcher
         if first == "srun":
-            return f"srun --cpus-per-task={self.cpus_per_task}{launcher[len('srun'):]}"
+            return f"srun --cpus-per-task={self.cpus_per_task}{launcher[len('srun') :]}"
         return f"env SRUN_CPUS_PER_TASK={self.cpus_per_task} {launcher}"
 
 
@@ -352,12 +360,17 @@ def _check_cross_fields(data: Mapping[str, Any]) -> None:
         )
     low, high = data["loader"]["crop_scale"]
     if low > high:
-        raise UserError(f"invalid configuration:\n  loader.crop_scale: [{low}, {high}] is not [min, max]; put the smaller first")
+        raise UserError(
+            f"invalid configuration:\n  loader.crop_scale: [{low}, {high}] is not [min, max]; put the smaller first"
+        )
     _check_train(data)
     grids = train_grids(data["train"]) | {"bench": data["bench"]}
     _check_placement(data["cluster"]["tasks_per_node"], {k: g["ranks"] for k, g in grids.items()})
-    check_config_grid(tuple(data["comm"]["grid"]), {k: g["ranks"] for k, g in grids.items()},
-                      {k: g["algorithms"] for k, g in grids.items()})
+    check_config_grid(
+        tuple(data["comm"]["grid"]),
+        {k: g["ranks"] for k, g in grids.items()},
+        {k: g["algorithms"] for k, g in grids.items()},
+    )
     if bench["min_bytes"] > bench["max_bytes"]:
         raise UserError(
             f"invalid configuration:\n  bench.min_bytes ({bench['min_bytes']}) exceeds bench.max_bytes ({bench['max_bytes']})"
@@ -371,8 +384,11 @@ GRID_KEYS = SWEEP_KEYS + ("variant", "bn_group", "seed")  # what a variant may n
 def train_grids(train: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """The main grid ("train") and each study ("train.studies.NAME"), every key filled from the main grid."""
     main = {k: train[k] for k in ("ranks", "algorithms", "bn_groups", "seeds")} | {"variants": ["base"]}
-    return {"train": main} | {f"train.studies.{name}": main | {k: v for k, v in study.items() if k != "description"}
-                              for name, study in train["studies"].items() if study is not None}
+    return {"train": main} | {
+        f"train.studies.{name}": main | {k: v for k, v in study.items() if k != "description"}
+        for name, study in train["studies"].items()
+        if study is not None
+    }
 
 
 def _check_train(data: Mapping[str, Any]) -> None:
@@ -382,20 +398,28 @@ def _check_train(data: Mapping[str, Any]) -> None:
         for group in grid["bn_groups"]:
             bad = [r for r in grid["ranks"] if group != "world" and r % group]
             if bad:
-                raise UserError(f"invalid configuration:\n  {where}.bn_groups: {group} does not divide {where}.ranks "
-                                f"{bad}; use divisors of every rank count, 1 (local) or 'world'")
+                raise UserError(
+                    f"invalid configuration:\n  {where}.bn_groups: {group} does not divide {where}.ranks "
+                    f"{bad}; use divisors of every rank count, 1 (local) or 'world'"
+                )
         unknown = [v for v in grid["variants"] if v != "base" and train["variants"].get(v) is None]
         if unknown:
-            raise UserError(f"invalid configuration:\n  {where}.variants: {unknown} not defined in train.variants "
-                            f"(defined: {sorted(train['variants'])}); add them there or use base")
+            raise UserError(
+                f"invalid configuration:\n  {where}.variants: {unknown} not defined in train.variants "
+                f"(defined: {sorted(train['variants'])}); add them there or use base"
+            )
         for v in grid["variants"] if train["variant"] == "base" else []:  # a resolved variant plans no grid
             split = (train if v == "base" else {**train, **train["variants"][v]}).get("emulate_nodes", 0)
             bad = [r for r in grid["ranks"] if split > 1 and r % split]
             if bad:
-                raise UserError(f"invalid configuration:\n  {where}: variant {v} emulates {split} nodes, which does "
-                                f"not divide ranks {bad}; train those rank counts in another study")
+                raise UserError(
+                    f"invalid configuration:\n  {where}: variant {v} emulates {split} nodes, which does "
+                    f"not divide ranks {bad}; train those rank counts in another study"
+                )
         if "nccl" in grid["algorithms"] and train["device"] == "cpu":
-            raise UserError(f"invalid configuration:\n  {where}.algorithms: nccl needs train.device cuda or auto, not cpu")
+            raise UserError(
+                f"invalid configuration:\n  {where}.algorithms: nccl needs train.device cuda or auto, not cpu"
+            )
     for name, overrides in train["variants"].items():
         if overrides is not None:
             _check_variant(data, name)
@@ -406,8 +430,10 @@ def _check_variant(data: Mapping[str, Any], name: str) -> None:
     overrides = data["train"]["variants"][name]
     grid = sorted(set(overrides) & set(GRID_KEYS))
     if grid:
-        raise UserError(f"invalid configuration:\n  train.variants.{name}: {grid} are the grid's keys, not a "
-                        f"recipe's; set them in train or in a study")
+        raise UserError(
+            f"invalid configuration:\n  train.variants.{name}: {grid} are the grid's keys, not a "
+            f"recipe's; set them in train or in a study"
+        )
     try:
         with_variant(data, name)
     except UserError as exc:
@@ -430,8 +456,10 @@ def _check_placement(per_node: int, ranks: Mapping[str, list[int]]) -> None:
     for key, counts in ranks.items():
         bad = [r for r in counts if r > per_node and r % per_node]
         if bad:
-            raise UserError(f"invalid configuration:\n  {key}.ranks {bad} are not multiples of cluster.tasks_per_node "
-                            f"({per_node}), so some node would be part-filled; use multiples of {per_node}")
+            raise UserError(
+                f"invalid configuration:\n  {key}.ranks {bad} are not multiples of cluster.tasks_per_node "
+                f"({per_node}), so some node would be part-filled; use multiples of {per_node}"
+            )
 
 
 def _section(cls: type, data: Mapping[str, Any]) -> Any:

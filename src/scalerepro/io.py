@@ -10,7 +10,6 @@ from typing import Any
 
 from scalerepro.errors import UserError
 
-
 FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 
 
@@ -32,8 +31,10 @@ def write_bytes_atomic(path: Path | str, data: bytes) -> None:
         if exc.errno not in FULL:
             raise
         kept = "the previous version is intact" if path.exists() else "nothing was written"
-        raise UserError(f"could not write {path} ({len(data):,} bytes): {exc.strerror}; {kept}. "
-                        f"Free space in {path.parent} (or raise the quota) and rerun") from None
+        raise UserError(
+            f"could not write {path} ({len(data):,} bytes): {exc.strerror}; {kept}. "
+            f"Free space in {path.parent} (or raise the quota) and rerun"
+        ) from None
     finally:
         tmp.unlink(missing_ok=True)
 

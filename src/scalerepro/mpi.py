@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from mpi4py import MPI
 
@@ -85,8 +86,14 @@ def node_table(comm: MPI.Intracomm) -> list[dict[str, Any]]:
     """Every node of the run (as :func:`node_layout` numbers them): its name and its world ranks (collective)."""
     at = node_layout(comm)
     placed = comm.allgather((at.node, this_node()))
-    return [{"node": k, "name": next(name for n, name in placed if n == k),
-             "ranks": [r for r, (n, _) in enumerate(placed) if n == k]} for k in range(at.nodes)]
+    return [
+        {
+            "node": k,
+            "name": next(name for n, name in placed if n == k),
+            "ranks": [r for r, (n, _) in enumerate(placed) if n == k],
+        }
+        for k in range(at.nodes)
+    ]
 
 
 def hosts(comm: MPI.Intracomm) -> list[str]:
@@ -96,8 +103,9 @@ def hosts(comm: MPI.Intracomm) -> list[str]:
 
 def processes(comm: MPI.Intracomm) -> list[dict[str, Any]]:
     """Rank, host and pid of every rank, in rank order (what ``scalerepro supervise`` watches)."""
-    return [{"rank": r, "host": h, "pid": p}
-            for r, (h, p) in enumerate(comm.allgather((socket.gethostname(), os.getpid())))]
+    return [
+        {"rank": r, "host": h, "pid": p} for r, (h, p) in enumerate(comm.allgather((socket.gethostname(), os.getpid())))
+    ]
 
 
 def library_version() -> str:

@@ -46,4 +46,4 @@ SLURM_KEYS = ("SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_NTASKS", "SLURM_JOB_NUM_NO
 
 def scheduler() -> dict[str, str]:
     """The SLURM job and step this process runs in (empty outside SLURM); a step id means srun launched it."""
-    return {k[len("SLURM_"):].lower(): os.environ[k] for k in SLURM_KEYS if k in os.environ}
+    return {k[len("SLURM_") :].lower(): os.environ[k] for k in SLURM_KEYS if k in os.environ}

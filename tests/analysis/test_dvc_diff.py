@@ -21,22 +21,40 @@ DVC = str(Path(sys.executable).parent / "dvc")
 def results(repo: Path, rate_n2: float, scratch: Path) -> None:
     """results/metrics.json and results/analysis/*.csv from two faked runs, through collect + analyze."""
     shutil.rmtree(scratch, ignore_errors=True)
-    runs = [_fake_run(scratch / "r1", "ring", 1, [0.5, 0.75, 0.8], [50, 100, 100]),
-            _fake_run(scratch / "r2", "ring", 2, [0.4, 0.6, 0.71], [90, rate_n2, rate_n2])]
+    runs = [
+        _fake_run(scratch / "r1", "ring", 1, [0.5, 0.75, 0.8], [50, 100, 100]),
+        _fake_run(scratch / "r2", "ring", 2, [0.4, 0.6, 0.71], [90, rate_n2, rate_n2]),
+    ]
     collect(runs, [], scratch / "collect")
-    analyze(scratch / "collect", REPO / "config" / "baselines.yaml", repo / "results" / "metrics.json",
-            repo / "results" / "analysis")
-    reproduce(repo / "results" / "analysis", REPO / "config" / "reproduction.yaml", repo / "results" / "reproduction.md",
-              scratch / "reproduction.csv", repo / "results" / "reproduction.json", "test")
+    analyze(
+        scratch / "collect",
+        REPO / "config" / "baselines.yaml",
+        repo / "results" / "metrics.json",
+        repo / "results" / "analysis",
+    )
+    reproduce(
+        repo / "results" / "analysis",
+        REPO / "config" / "reproduction.yaml",
+        repo / "results" / "reproduction.md",
+        scratch / "reproduction.csv",
+        repo / "results" / "reproduction.json",
+        "test",
+    )
 
 
 def test_metrics_and_plots_diff_between_two_commits(tmp_path):
     repo = tmp_path / "repo"
     repo.mkdir()
     shutil.copy(REPO / "dvc.yaml", repo / "dvc.yaml")
-    env = {**os.environ, "DVC_NO_ANALYTICS": "true", "DVC_SITE_CACHE_DIR": str(tmp_path / "dvc-site"),
-           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.invalid"}
+    env = {
+        **os.environ,
+        "DVC_NO_ANALYTICS": "true",
+        "DVC_SITE_CACHE_DIR": str(tmp_path / "dvc-site"),
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.invalid",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.invalid",
+    }
 
     def run(*cmd: str) -> subprocess.CompletedProcess:
         proc = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=300)
@@ -60,12 +78,16 @@ def test_metrics_and_plots_diff_between_two_commits(tmp_path):
 
     cards = diff["results/reproduction.json"]  # a claim's measured value (here Cho et al.'s efficiency) moved
     moved = [k for k in cards if k.startswith("Cho et al. 2017.95% scaling efficiency") and k.endswith(".value")]
-    assert moved and cards[moved[0]]["new"] < cards[moved[0]]["old"]
+    assert moved
+    assert cards[moved[0]]["new"] < cards[moved[0]]["old"]
 
     plots = json.loads(run(DVC, "plots", "diff", "HEAD~1", "HEAD", "--json", "--split").stdout)
     (scaling,) = plots["data"]["results/analysis/scaling.csv"]
     assert scaling["revisions"] == ["HEAD~1", "HEAD"]
-    points = {(r["rev"], r["world_size"]): float(r["images_per_s"])
-              for r in scaling["anchor_definitions"]["<DVC_METRIC_DATA>"]}
-    assert points[("HEAD~1", "2")] == 160.0 and points[("HEAD", "2")] == 120.0
+    points = {
+        (r["rev"], r["world_size"]): float(r["images_per_s"])
+        for r in scaling["anchor_definitions"]["<DVC_METRIC_DATA>"]
+    }
+    assert points[("HEAD~1", "2")] == 160.0
+    assert points[("HEAD", "2")] == 120.0
     assert {"results/analysis/tta.csv", "results/analysis/busbw.csv"} <= set(plots["data"])

@@ -25,9 +25,28 @@ def two_rank_run(tmp_path_factory, tiny_shards) -> Path:
     from tests.conftest import mpiexec
 
     out = tmp_path_factory.mktemp("mlperf") / "run"
-    cmd = [mpiexec(), "-n", "2", sys.executable, "-m", "scalerepro.cli", "train", "--algo", "ring", "--shards",
-           str(tiny_shards), "--out", str(out), "--no-stage", "--set", "train.epochs=3", "--set", "train.width=8",
-           "--set", "train.batch_per_rank=8"]
+    cmd = [
+        mpiexec(),
+        "-n",
+        "2",
+        sys.executable,
+        "-m",
+        "scalerepro.cli",
+        "train",
+        "--algo",
+        "ring",
+        "--shards",
+        str(tiny_shards),
+        "--out",
+        str(out),
+        "--no-stage",
+        "--set",
+        "train.epochs=3",
+        "--set",
+        "train.width=8",
+        "--set",
+        "train.batch_per_rank=8",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stderr
     return out
@@ -50,7 +69,8 @@ def test_checker_fails_a_log_without_its_evaluation_intervals(two_rank_run, tmp_
     log = tmp_path / "ring-n2-g1-s0-r0.txt"
     log.write_text("".join(line + "\n" for line in log.read_text().splitlines() if '"key": "eval_st' not in line))
     result = checker(log)
-    assert result.returncode != 0 and "eval_start" in result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "eval_start" in result.stdout + result.stderr
 
 
 def test_no_matching_run_is_named(tmp_path):

@@ -14,8 +14,8 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from scalerepro.comm.context import CommParams, Context
 from scalerepro.comm.algorithms import names
+from scalerepro.comm.context import CommParams, Context
 from scalerepro.comm.registry import allreduce
 
 MAX_ELEMENTS = 1 << 18  # 1 MiB of float32
@@ -34,7 +34,11 @@ def rss_bytes() -> int:
 def case(it: int) -> tuple[int, type, bool, bool]:
     """Iteration ``it``'s (element count, dtype, torch tensor?, out of place?), the same on every rank."""
     rng = np.random.default_rng(it)
-    n = int(rng.choice([0, 1, p - 1, p + 1, 97, 4099])) if rng.random() < 0.2 else int(np.exp(rng.uniform(0, np.log(MAX_ELEMENTS))))
+    n = (
+        int(rng.choice([0, 1, p - 1, p + 1, 97, 4099]))
+        if rng.random() < 0.2
+        else int(np.exp(rng.uniform(0, np.log(MAX_ELEMENTS))))
+    )
     return n, (np.float32, np.float64)[it % 2], it % 5 == 0, it % 3 == 0
 
 
@@ -79,8 +83,11 @@ with Context(comm, CommParams(timeout_s=120, colors=2, chunk_bytes=64 << 10)) as
             failures.append(f"{algo}: RSS grew {growth:.1%} over {iters} all-reduces (limit 10%)")
         wrong_total = comm.allreduce(len(wrong))
         if r == 0:
-            print(f"{algo}: {iters} all-reduces in {seconds:.1f} s, wrong {wrong_total}, "
-                  f"RSS {before / 2**20:.0f} -> {after / 2**20:.0f} MiB (max growth over ranks {growth:+.1%})", flush=True)
+            print(
+                f"{algo}: {iters} all-reduces in {seconds:.1f} s, wrong {wrong_total}, "
+                f"RSS {before / 2**20:.0f} -> {after / 2**20:.0f} MiB (max growth over ranks {growth:+.1%})",
+                flush=True,
+            )
 all_failures = comm.gather(failures, root=0)
 if r == 0:
     flat = [f for fs in all_failures for f in fs]

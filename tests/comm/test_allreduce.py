@@ -17,8 +17,18 @@ from scalerepro.errors import UserError
 CHECK = str(Path(__file__).with_name("allreduce_check.py"))
 
 
-ALL = ["auto", "gloo", "hierarchical", "multicolor", "multiring", "native", "rabenseifner", "ring", "torus2d",
-       "torus2d-3phase"]  # every algorithm that runs on CPU buffers (nccl needs CUDA)
+ALL = [
+    "auto",
+    "gloo",
+    "hierarchical",
+    "multicolor",
+    "multiring",
+    "native",
+    "rabenseifner",
+    "ring",
+    "torus2d",
+    "torus2d-3phase",
+]  # every algorithm that runs on CPU buffers (nccl needs CUDA)
 HANG = str(Path(__file__).with_name("hang_check.py"))
 
 
@@ -54,9 +64,15 @@ def test_property_sizes(run_mpi, extra):
 
 @pytest.mark.mpi
 @pytest.mark.parametrize(
-    "algo, grid",
-    [("torus2d", "[2,3]"), ("torus2d", "[3,2]"), ("torus2d-3phase", "[2,3]"), ("multiring", "[2,3]"),
-     ("multiring", "[3,1,2]"), ("multiring", "[6]")],
+    ("algo", "grid"),
+    [
+        ("torus2d", "[2,3]"),
+        ("torus2d", "[3,2]"),
+        ("torus2d-3phase", "[2,3]"),
+        ("multiring", "[2,3]"),
+        ("multiring", "[3,1,2]"),
+        ("multiring", "[6]"),
+    ],
 )
 def test_grids_on_six_ranks(run_mpi, algo, grid):
     script = f"""
@@ -79,11 +95,32 @@ print("OK")
 
 @pytest.mark.faults
 @pytest.mark.mpi
-@pytest.mark.parametrize("algo, grid, fits", [("torus2d", "[4,2]", "[[2, 3], [3, 2]]"), ("multiring", "[5]", "[[6]]"),
-                                              ("torus2d", "[6]", "must have 2 dimensions")])
+@pytest.mark.parametrize(
+    ("algo", "grid", "fits"),
+    [
+        ("torus2d", "[4,2]", "[[2, 3], [3, 2]]"),
+        ("multiring", "[5]", "[[6]]"),
+        ("torus2d", "[6]", "must have 2 dimensions"),
+    ],
+)
 def test_grid_that_does_not_fit_lists_ones_that_do(run_mpi, algo, grid, fits):
-    proc = run_mpi(6, ["-m", "scalerepro.cli", "bench", "--algos", algo, "--set", f"comm.grid={grid}",
-                       "--set", "bench.max_bytes=64", "--out", "/dev/null"], check=False)
+    proc = run_mpi(
+        6,
+        [
+            "-m",
+            "scalerepro.cli",
+            "bench",
+            "--algos",
+            algo,
+            "--set",
+            f"comm.grid={grid}",
+            "--set",
+            "bench.max_bytes=64",
+            "--out",
+            "/dev/null",
+        ],
+        check=False,
+    )
     assert proc.returncode != 0
     assert fits in proc.stderr, proc.stderr
 
@@ -102,7 +139,8 @@ def test_rank_that_never_arrives_ends_the_job_naming_it(run_mpi, algo):
 @pytest.mark.mpi
 def test_killed_rank_does_not_hang_the_others(run_mpi):
     proc = run_mpi(3, [HANG, "ring", "dead", "2"], timeout=60, check=False)
-    assert proc.returncode != 0 and "finished" not in proc.stdout
+    assert proc.returncode != 0
+    assert "finished" not in proc.stdout
 
 
 def test_registry_lists_and_refuses():
@@ -150,7 +188,8 @@ def test_bfloat16_tensor_gets_a_clear_error_naming_the_fix():
 def test_out_of_place_leaves_input_and_checks_shape():
     src = np.arange(4, dtype=np.float32)
     out = np.zeros(4, dtype=np.float32)
-    assert allreduce(src, "ring", out=out) is out and np.array_equal(out, src)
+    assert allreduce(src, "ring", out=out) is out
+    assert np.array_equal(out, src)
     with pytest.raises(UserError, match="must match the input"):
         allreduce(src, "ring", out=np.zeros(3, dtype=np.float32))
 
@@ -170,9 +209,11 @@ def test_multicolor_orders_differ_and_plan_scales():
     from scalerepro.comm.multicolor import MIN_COLOR_BYTES, orders, plan
 
     o = orders(5, 4)
-    assert len(set(o)) == 4 and all(sorted(x) == list(range(5)) for x in o)
+    assert len(set(o)) == 4
+    assert all(sorted(x) == list(range(5)) for x in o)
     two_nodes = orders(8, 4, [(0, 1, 2, 3), (4, 5, 6, 7)])
-    assert two_nodes[0] == (0, 1, 2, 3, 4, 5, 6, 7) and two_nodes[1] == tuple(reversed(two_nodes[0]))
+    assert two_nodes[0] == (0, 1, 2, 3, 4, 5, 6, 7)
+    assert two_nodes[1] == tuple(reversed(two_nodes[0]))
     assert two_nodes[2] == (1, 2, 3, 0, 5, 6, 7, 4)  # color pair 1 enters and leaves each node at other ranks
     crossings = {(o[i], o[(i + 1) % 8]) for o in two_nodes for i in range(8) if o[i] // 4 != o[(i + 1) % 8] // 4}
     assert len(crossings) == 8  # 4 colors x 2 inter-node hops, no two on the same pair of ranks
@@ -184,7 +225,8 @@ def test_multicolor_orders_differ_and_plan_scales():
 
 def test_harness_pattern_and_sizes():
     assert sizes(8, 64) == [8, 16, 32, 64]
-    assert bus_factor(1) == 0.0 and bus_factor(4) == 1.5
+    assert bus_factor(1) == 0.0
+    assert bus_factor(4) == 1.5
     buf = np.empty(20, dtype=np.float32)
     total = np.zeros(20, dtype=np.float32)
     for rank in range(3):
@@ -196,18 +238,29 @@ def test_harness_pattern_and_sizes():
 @pytest.mark.mpi
 def test_bench_cli_writes_checked_json(run_mpi, tmp_path):
     out = tmp_path / "bench.json"
-    proc = run_mpi(3, ["-m", "scalerepro.cli", "bench", "--set", "bench.max_bytes=4096", "--set", "bench.iters=3",
-                       "--out", str(out)])
+    proc = run_mpi(
+        3,
+        ["-m", "scalerepro.cli", "bench", "--set", "bench.max_bytes=4096", "--set", "bench.iters=3", "--out", str(out)],
+    )
     record = json.loads(out.read_text())
-    assert record["world_size"] == 3 and len(record["hosts"]) == 3 and "MPICH" in record["mpi_library"]
-    assert record["params"] == {"timeout_s": 300, "colors": 2, "chunk_bytes": 0, "grid": [], "executor": "auto",
-                                "tuning": ""}
+    assert record["world_size"] == 3
+    assert len(record["hosts"]) == 3
+    assert "MPICH" in record["mpi_library"]
+    assert record["params"] == {
+        "timeout_s": 300,
+        "colors": 2,
+        "chunk_bytes": 0,
+        "grid": [],
+        "executor": "auto",
+        "tuning": "",
+    }
     assert {r["algorithm"] for r in record["rows"]} == {"native", "ring"}
     assert [r["bytes"] for r in record["rows"] if r["algorithm"] == "ring"] == sizes(8, 4096)
     assert all(r["wrong"] == 0 and r["time_us"] > 0 for r in record["rows"])
     assert all(3 <= r["iters"] <= 1000 for r in record["rows"])  # min_time_s extends the fast sizes
     assert [r["algorithm"] for r in record["rows"][:2]] == ["native", "ring"]  # sizes outer: peers back to back
-    assert record["ranks_per_node"] == 3 and record["cores_per_node"] >= 1
+    assert record["ranks_per_node"] == 3
+    assert record["cores_per_node"] >= 1
     assert "busbw(GB/s)" in proc.stderr  # the table for people
 
 

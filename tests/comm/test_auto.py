@@ -14,17 +14,37 @@ from scalerepro.errors import UserError
 
 def bench_json(path, world, curves, device="cpu", schedule_as=None):
     """A minimal `scalerepro bench` record: per algorithm a {bytes: us} curve."""
-    rows = [{"algorithm": a, "bytes": b, "time_us": t, "wrong": 0,
-             "schedule": {"algorithm": a, **({"as": schedule_as[a]} if schedule_as and a in schedule_as else {})}}
-            for a, curve in curves.items() for b, t in curve.items()]
-    path.write_text(json.dumps({"world_size": world, "device": device, "rows": rows, "reduction_s_per_byte": 1e-10,
-                                "params": {"colors": 2, "grid": []}, "nodes": [0] * world}))
+    rows = [
+        {
+            "algorithm": a,
+            "bytes": b,
+            "time_us": t,
+            "wrong": 0,
+            "schedule": {"algorithm": a, **({"as": schedule_as[a]} if schedule_as and a in schedule_as else {})},
+        }
+        for a, curve in curves.items()
+        for b, t in curve.items()
+    ]
+    path.write_text(
+        json.dumps(
+            {
+                "world_size": world,
+                "device": device,
+                "rows": rows,
+                "reduction_s_per_byte": 1e-10,
+                "params": {"colors": 2, "grid": []},
+                "nodes": [0] * world,
+            }
+        )
+    )
     return str(path)
 
 
 def test_fixed_rule():
-    assert rule(8, 2, "cpu") == "ring" and rule(1 << 30, 2, "cpu") == "ring"
-    assert rule(8192, 4, "cpu") == "rabenseifner" and rule(64 << 20, 4, "cpu") == "multicolor"
+    assert rule(8, 2, "cpu") == "ring"
+    assert rule(1 << 30, 2, "cpu") == "ring"
+    assert rule(8192, 4, "cpu") == "rabenseifner"
+    assert rule(64 << 20, 4, "cpu") == "multicolor"
     assert rule(8, 4, "cuda") == "nccl"
 
 
@@ -41,7 +61,7 @@ def test_tuner_picks_the_least_measured_time_per_size(tmp_path):
 
 def test_one_noisy_point_does_not_decide(tmp_path):
     sizes = [1 << k for k in range(3, 12)]
-    curves = {"native": {b: 20.0 for b in sizes}, "ring": {b: 10.0 for b in sizes}}
+    curves = {"native": dict.fromkeys(sizes, 20.0), "ring": dict.fromkeys(sizes, 10.0)}
     curves["ring"][256] = 500.0  # a scheduler tick during ring's loop at 256 B
     tuner = Tuner.load(bench_json(tmp_path / "b.json", 4, curves))
     assert tuner.choose(256, 4, "cpu") == "ring"
@@ -49,7 +69,11 @@ def test_one_noisy_point_does_not_decide(tmp_path):
 
 def test_rows_that_ran_as_another_algorithm_count_for_it(tmp_path):
     sizes = [1 << k for k in range(3, 12)]
-    curves = {"ring": {b: 50.0 for b in sizes}, "multicolor": {b: 10.0 for b in sizes}, "native": {b: 30.0 for b in sizes}}
+    curves = {
+        "ring": dict.fromkeys(sizes, 50.0),
+        "multicolor": dict.fromkeys(sizes, 10.0),
+        "native": dict.fromkeys(sizes, 30.0),
+    }
     tuner = Tuner.load(bench_json(tmp_path / "b.json", 2, curves, schedule_as={"multicolor": "ring"}))
     assert tuner.choose(256, 2, "cpu") == "ring"  # multicolor on 2 ranks is the ring: its fast loop was the ring's
 
@@ -73,7 +97,8 @@ def test_tuning_errors_name_the_file_and_the_fix(tmp_path):
 def test_interpolation_is_log_log_and_clamped():
     curve = ((8, 1e-6), (32, 4e-6))
     assert interpolate(curve, 16) == pytest.approx(2e-6)
-    assert interpolate(curve, 1) == 1e-6 and interpolate(curve, 64) == pytest.approx(8e-6)
+    assert interpolate(curve, 1) == 1e-6
+    assert interpolate(curve, 64) == pytest.approx(8e-6)
     assert smooth([(1, 1.0), (2, 9.0), (3, 2.0), (4, 3.0)]) == ((1, 1.0), (2, 2.0), (3, 2.0), (4, 3.0))
 
 

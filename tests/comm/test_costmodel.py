@@ -9,7 +9,15 @@ import sys
 import pytest
 
 from scalerepro.comm.costmodel import (
-    Fit, Topology, fit, fit_regimes, for_projection, project_time, projection, regime, terms,
+    Fit,
+    Topology,
+    fit,
+    fit_regimes,
+    for_projection,
+    project_time,
+    projection,
+    regime,
+    terms,
 )
 from scalerepro.comm.schedule import Spec
 from scalerepro.errors import UserError
@@ -22,7 +30,9 @@ def synthetic_rows(algo, alpha, beta, gamma):
     for p in (2, 3, 4, 8):
         for n in (8, 1024, 65536, 1 << 20, 1 << 24):
             a, b, g = terms(algo, Spec(p, 0, n // 4))
-            rows.append({"algorithm": algo, "world_size": p, "bytes": n, "time_us": (a * alpha + b * beta + g * gamma) * 1e6})
+            rows.append(
+                {"algorithm": algo, "world_size": p, "bytes": n, "time_us": (a * alpha + b * beta + g * gamma) * 1e6}
+            )
     return rows
 
 
@@ -31,16 +41,21 @@ def test_terms_are_read_off_the_schedules():
     a, b, g = terms("ring", Spec(p, 0, n // 4))
     assert (a, b, g) == (2 * (p - 1), pytest.approx(2 * n * (p - 1) / p), pytest.approx(n * (p - 1) / p))
     a, b, g = terms("rabenseifner", Spec(p, 0, n // 4))
-    assert a == 2 * 2 and b == pytest.approx(2 * n * (p - 1) / p)  # log2 p halving + doubling stages
-    assert terms("native", Spec(p, 0, n // 4)) == terms("rabenseifner", Spec(p, 0, n // 4))  # MPICH's large-message choice
+    assert a == 2 * 2
+    assert b == pytest.approx(2 * n * (p - 1) / p)
+    assert terms("native", Spec(p, 0, n // 4)) == terms(
+        "rabenseifner", Spec(p, 0, n // 4)
+    )  # MPICH's large-message choice
 
 
-@pytest.mark.parametrize("kind, rails", [("fattree", 1), ("fattree", 2), ("torus2d", 1)])
+@pytest.mark.parametrize(("kind", "rails"), [("fattree", 1), ("fattree", 2), ("torus2d", 1)])
 def test_projections_differ_wherever_the_schedules_do(kind, rails):
     """Same fitted node for every algorithm: only their schedules can set the projected numbers apart."""
     topo = Topology(kind, ranks_per_node=4, rails=rails)
-    ms = {algo: project_time(Fit(algo, "dedicated", 5e-6, 1e-10, 2e-11, 10, 0.0, 0.0, ()), topo, 102e6, 64, colors=4)
-          for algo in SCHEDULED}
+    ms = {
+        algo: project_time(Fit(algo, "dedicated", 5e-6, 1e-10, 2e-11, 10, 0.0, 0.0, ()), topo, 102e6, 64, colors=4)
+        for algo in SCHEDULED
+    }
     assert len({round(v, 9) for v in ms.values()}) == len(SCHEDULED), ms
     if kind == "torus2d":
         assert ms["torus2d"] < ms["ring"]  # both dimensions' links at once, and sqrt(p)-long rings
@@ -51,8 +66,10 @@ def test_projections_differ_wherever_the_schedules_do(kind, rails):
 @pytest.mark.parametrize("algo", ["ring", "rabenseifner", "torus2d", "native"])
 def test_fit_recovers_known_parameters(algo):
     f = fit(algo, synthetic_rows(algo, 5e-6, 1e-9, 3e-10), 3e-10)
-    assert f.alpha_s == pytest.approx(5e-6, rel=1e-6) and f.beta_s_per_byte == pytest.approx(1e-9, rel=1e-6)
-    assert f.max_rel_residual < 1e-6 and f.points == 20
+    assert f.alpha_s == pytest.approx(5e-6, rel=1e-6)
+    assert f.beta_s_per_byte == pytest.approx(1e-9, rel=1e-6)
+    assert f.max_rel_residual < 1e-6
+    assert f.points == 20
 
 
 def test_fit_needs_points_and_known_algorithm():
@@ -70,8 +87,11 @@ def test_projection_where_colors_and_topology_pay():
     assert project_time(color, one, n, 256) == pytest.approx(project_time(ring, one, n, 256))  # one adapter: no gain
     assert project_time(color, two, n, 256, colors=2) < project_time(ring, two, n, 256)
     rows = projection([ring], [one, Topology("torus2d")], [64, 256, 1024], n, 2)
-    assert len(rows) == 6 and all(r["source"] == "projected" and r["ms"] > 0 for r in rows)
-    assert [r["ms"] for r in rows if r["topology"] == "fattree"] == sorted(r["ms"] for r in rows if r["topology"] == "fattree")
+    assert len(rows) == 6
+    assert all(r["source"] == "projected" and r["ms"] > 0 for r in rows)
+    assert [r["ms"] for r in rows if r["topology"] == "fattree"] == sorted(
+        r["ms"] for r in rows if r["topology"] == "fattree"
+    )
 
 
 def test_regimes_are_fitted_apart_and_the_dedicated_one_projects():
@@ -81,12 +101,14 @@ def test_regimes_are_fitted_apart_and_the_dedicated_one_projects():
     fits = fit_regimes(["ring"], fast + slow, 3e-10)
     by = {f.regime: f for f in fits}
     assert set(by) == {"dedicated", "oversubscribed"}
-    assert by["dedicated"].alpha_s == pytest.approx(5e-6, rel=1e-6) and by["dedicated"].max_rel_residual < 1e-6
+    assert by["dedicated"].alpha_s == pytest.approx(5e-6, rel=1e-6)
+    assert by["dedicated"].max_rel_residual < 1e-6
     assert by["oversubscribed"].beta_s_per_byte == pytest.approx(2e-9, rel=1e-6)
     assert fit("ring", fast + slow, 3e-10).median_rel_residual > 0.05  # the joint fit explains neither
     assert for_projection(fits) == [by["dedicated"]]
     assert for_projection([by["oversubscribed"]]) == [by["oversubscribed"]]
-    assert regime({}) == "unknown" and regime({"ranks_per_core": 0.5}) == "dedicated"
+    assert regime({}) == "unknown"
+    assert regime({"ranks_per_core": 0.5}) == "dedicated"
 
 
 def test_bad_topology_is_named():
@@ -95,17 +117,31 @@ def test_bad_topology_is_named():
 
 
 def test_cli_fits_and_projects(tmp_path):
-    bench = {"world_size": 2, "hosts": ["h", "h"], "reduction_s_per_byte": 3e-10, "ranks_per_node": 2, "cores_per_node": 2,
-             "rows": [r for r in synthetic_rows("ring", 5e-6, 1e-9, 3e-10) if r["world_size"] == 2]}
+    bench = {
+        "world_size": 2,
+        "hosts": ["h", "h"],
+        "reduction_s_per_byte": 3e-10,
+        "ranks_per_node": 2,
+        "cores_per_node": 2,
+        "rows": [r for r in synthetic_rows("ring", 5e-6, 1e-9, 3e-10) if r["world_size"] == 2],
+    }
     (tmp_path / "n2.json").write_text(json.dumps(bench))
-    bench4 = dict(bench, world_size=4, rows=[r for r in synthetic_rows("ring", 5e-6, 1e-9, 3e-10) if r["world_size"] == 4])
+    bench4 = dict(
+        bench, world_size=4, rows=[r for r in synthetic_rows("ring", 5e-6, 1e-9, 3e-10) if r["world_size"] == 4]
+    )
     (tmp_path / "n4.json").write_text(json.dumps(bench4))
     out = tmp_path / "cm.json"
-    proc = subprocess.run([sys.executable, "-m", "scalerepro.cli", "cost-model", "--bench", str(tmp_path / "n*.json"),
-                           "--out", str(out)], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "scalerepro.cli", "cost-model", "--bench", str(tmp_path / "n*.json"), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
-    assert "median|res|" in proc.stderr and "projected ms per all-reduce of 102.2 MB" in proc.stderr
+    assert "median|res|" in proc.stderr
+    assert "projected ms per all-reduce of 102.2 MB" in proc.stderr
     doc = json.loads(out.read_text())
-    assert doc["fits"][0]["alpha_s"] == pytest.approx(5e-6, rel=1e-6) and doc["fits"][0]["regime"] == "dedicated"
+    assert doc["fits"][0]["alpha_s"] == pytest.approx(5e-6, rel=1e-6)
+    assert doc["fits"][0]["regime"] == "dedicated"
     assert {r["fit_regime"] for r in doc["projection"]} == {"dedicated"}
     assert {r["ranks"] for r in doc["projection"]} == {64, 256, 1024}

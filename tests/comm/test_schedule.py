@@ -11,10 +11,22 @@ from scalerepro.errors import UserError
 
 POINT_TO_POINT = ["ring", "rabenseifner", "multicolor", "multiring", "torus2d", "torus2d-3phase"]
 WITH_COLLECTIVES = ["hierarchical", "native", "gloo", "nccl"]
-LAYOUTS = {1: [()], 2: [(), (0, 1)], 3: [()], 4: [(), (0, 0, 1, 1)], 5: [()], 6: [(), (0, 0, 0, 1, 1, 1), (0, 0, 1, 1, 2, 2)],
-           7: [()], 8: [(), (0, 0, 0, 0, 1, 1, 1, 1), (0, 0, 1, 1, 2, 2, 3, 3)]}
-CASES = [(algo, p, nodes) for algo in POINT_TO_POINT + WITH_COLLECTIVES for p, layouts in LAYOUTS.items()
-         for nodes in layouts]
+LAYOUTS = {
+    1: [()],
+    2: [(), (0, 1)],
+    3: [()],
+    4: [(), (0, 0, 1, 1)],
+    5: [()],
+    6: [(), (0, 0, 0, 1, 1, 1), (0, 0, 1, 1, 2, 2)],
+    7: [()],
+    8: [(), (0, 0, 0, 0, 1, 1, 1, 1), (0, 0, 1, 1, 2, 2, 3, 3)],
+}
+CASES = [
+    (algo, p, nodes)
+    for algo in POINT_TO_POINT + WITH_COLLECTIVES
+    for p, layouts in LAYOUTS.items()
+    for nodes in layouts
+]
 
 
 def _run(algo: str, spec: Spec, lockstep: bool = False) -> tuple[list[np.ndarray], list[np.ndarray], list[Schedule]]:
@@ -27,7 +39,7 @@ def _run(algo: str, spec: Spec, lockstep: bool = False) -> tuple[list[np.ndarray
     return buffers, inputs, schedules
 
 
-@pytest.mark.parametrize("algo, p, nodes", CASES)
+@pytest.mark.parametrize(("algo", "p", "nodes"), CASES)
 @pytest.mark.parametrize("count", [0, 1, 7, 1000, 300_007])
 def test_schedule_sums_to_the_same_bits_everywhere(algo, p, nodes, count):
     spec = Spec(p, 0, count, colors=4, chunk_bytes=64 * 1024, nodes=nodes)
@@ -45,7 +57,7 @@ def test_schedule_sums_to_the_same_bits_everywhere(algo, p, nodes, count):
         check_aligned(schedules)
 
 
-@pytest.mark.parametrize("algo", POINT_TO_POINT + ["hierarchical"])
+@pytest.mark.parametrize("algo", [*POINT_TO_POINT, "hierarchical"])
 def test_lanes_in_lockstep_finish_too(algo):
     """The torch executor serves lanes round by round; no schedule may need one lane to run ahead."""
     spec = Spec(6, 0, 100_003, colors=3, chunk_bytes=32 * 1024, nodes=(0, 0, 0, 1, 1, 1))
@@ -53,13 +65,16 @@ def test_lanes_in_lockstep_finish_too(algo):
     assert np.allclose(got[0], np.sum(np.stack(inputs), axis=0), rtol=1e-5, atol=1e-4)
 
 
-@pytest.mark.parametrize("algo, p, nodes, recorded", [
-    ("multicolor", 2, (), "ring"),
-    ("torus2d", 7, (), "multicolor"),
-    ("torus2d-3phase", 5, (), "ring"),
-    ("multiring", 5, (), "ring"),
-    ("hierarchical", 4, (), "ring"),
-])
+@pytest.mark.parametrize(
+    ("algo", "p", "nodes", "recorded"),
+    [
+        ("multicolor", 2, (), "ring"),
+        ("torus2d", 7, (), "multicolor"),
+        ("torus2d-3phase", 5, (), "ring"),
+        ("multiring", 5, (), "ring"),
+        ("hierarchical", 4, (), "ring"),
+    ],
+)
 def test_an_algorithm_that_reduces_to_another_says_so(algo, p, nodes, recorded):
     schedule = ALGORITHMS[algo].schedule(Spec(p, 0, 1 << 20, nodes=nodes))
     assert schedule.info["as"] == recorded
@@ -69,13 +84,15 @@ def test_schedules_record_their_shape():
     spec = Spec(8, 3, 1 << 20, colors=2, nodes=(0, 0, 0, 0, 1, 1, 1, 1))
     assert ALGORITHMS["torus2d"].schedule(spec).info["grid"] == [4, 2]  # X = ranks per node
     info = ALGORITHMS["multicolor"].schedule(spec).info
-    assert info["colors"] == 2 and info["orders"][1] == list(reversed(info["orders"][0]))
+    assert info["colors"] == 2
+    assert info["orders"][1] == list(reversed(info["orders"][0]))
     assert ALGORITHMS["multiring"].schedule(spec).info["grid"] == [4, 2]
 
 
 def test_ring_has_two_p_minus_one_dependent_steps():
     schedule = ALGORITHMS["ring"].schedule(Spec(5, 2, 1000))
-    assert len(schedule.lanes) == 1 and len(schedule.lanes[0]) == 2 * (5 - 1)
+    assert len(schedule.lanes) == 1
+    assert len(schedule.lanes[0]) == 2 * (5 - 1)
 
 
 def test_simulate_names_a_deadlock_instead_of_hanging():

@@ -41,17 +41,26 @@ def write(tmp_path: Path, body: dict) -> Path:
     return path
 
 
-GOOD = {"shape": "torus", "max_ranks": 16, "link_GBps": 10.0, "latency_us": 1.0, "gamma_s_per_byte": 0.0,
-        "sources": {k: "assumed: test" for k in ("max_ranks", "link_GBps", "latency_us", "gamma_s_per_byte")}}
+GOOD = {
+    "shape": "torus",
+    "max_ranks": 16,
+    "link_GBps": 10.0,
+    "latency_us": 1.0,
+    "gamma_s_per_byte": 0.0,
+    "sources": dict.fromkeys(("max_ranks", "link_GBps", "latency_us", "gamma_s_per_byte"), "assumed: test"),
+}
 
 
-@pytest.mark.parametrize("change, named", [
-    ({"link_GBps": None}, "platform 'p' lacks key 'link_GBps'"),
-    ({"sources": {}}, "give sources.max_ranks"),
-    ({"nics": 2}, "unknown key(s) ['nics']"),
-    ({"shape": "dragonfly"}, "shape 'dragonfly'; choose one of torus, fattree"),
-    ({"link_GBps": 0}, "link_GBps must be > 0"),
-])
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"link_GBps": None}, "platform 'p' lacks key 'link_GBps'"),
+        ({"sources": {}}, "give sources.max_ranks"),
+        ({"nics": 2}, "unknown key(s) ['nics']"),
+        ({"shape": "dragonfly"}, "shape 'dragonfly'; choose one of torus, fattree"),
+        ({"link_GBps": 0}, "link_GBps must be > 0"),
+    ],
+)
 def test_bad_platform_is_named_with_its_key(tmp_path, change, named):
     body = {k: v for k, v in (GOOD | change).items() if v is not None}
     with pytest.raises(UserError) as err:
@@ -73,8 +82,10 @@ def test_simulation_rules_follow_enabled_and_simgrid(monkeypatch, capsys):
 
     monkeypatch.setattr(sim, "load_simgrid", absent)
     assert sim.enabled(False) is False
-    assert sim.enabled("auto") is False and "left out (simulate.enabled: auto)" in capsys.readouterr().err
+    assert sim.enabled("auto") is False
+    assert "left out (simulate.enabled: auto)" in capsys.readouterr().err
     with pytest.raises(UserError, match="simulate.enabled is true but .*apt-get install python3-simgrid"):
         sim.enabled(True)
     monkeypatch.setattr(sim, "load_simgrid", lambda: None)
-    assert sim.enabled("auto") is True and sim.enabled(True) is True
+    assert sim.enabled("auto") is True
+    assert sim.enabled(True) is True

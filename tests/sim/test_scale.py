@@ -11,7 +11,7 @@ from scalerepro.sim.scale import RESNET50_PARAMETERS, buckets, points, steps
 PLAT = Platform("x", "torus", 64, 10.0, 1.0, 0.0, images_per_s_per_accelerator=100.0, overlap=0.5)
 
 
-@pytest.mark.parametrize("itemsize, mib", [(4, 25.0), (2, 25.0), (4, 1.0), (4, 1000.0)])
+@pytest.mark.parametrize(("itemsize", "mib"), [(4, 25.0), (2, 25.0), (4, 1.0), (4, 1000.0)])
 def test_buckets_cover_every_gradient_once(itemsize, mib):
     sizes = buckets(RESNET50_PARAMETERS, itemsize, mib)
     assert sum(size * n for size, n in sizes.items()) == RESNET50_PARAMETERS * itemsize
@@ -37,13 +37,48 @@ def test_step_hides_overlap_x_compute_and_counts_the_rest():
 
 
 def test_claims_against_steps_name_the_assumption_when_off():
-    claims = [{"paper": "A", "claim": "eff", "cite": "c", "platform": "x", "algorithm": "ring", "ranks": 8,
-               "dtype": "float32", "metric": "efficiency", "published": 0.95, "if_off": "the links"},
-              {"paper": "B", "claim": "2-D vs 1-D", "cite": "c", "platform": "x", "algorithm": "torus2d", "ranks": 8,
-               "dtype": "float32", "metric": "speedup_over", "over": "ring", "published": None, "if_off": "hops"}]
-    st = [{"platform": "x", "algorithm": "ring", "ranks": 8, "dtype": "float32", "efficiency": 0.5, "allreduce_s": 2.0},
-          {"platform": "x", "algorithm": "torus2d", "ranks": 8, "dtype": "float32", "efficiency": 0.9,
-           "allreduce_s": 1.0}]
+    claims = [
+        {
+            "paper": "A",
+            "claim": "eff",
+            "cite": "c",
+            "platform": "x",
+            "algorithm": "ring",
+            "ranks": 8,
+            "dtype": "float32",
+            "metric": "efficiency",
+            "published": 0.95,
+            "if_off": "the links",
+        },
+        {
+            "paper": "B",
+            "claim": "2-D vs 1-D",
+            "cite": "c",
+            "platform": "x",
+            "algorithm": "torus2d",
+            "ranks": 8,
+            "dtype": "float32",
+            "metric": "speedup_over",
+            "over": "ring",
+            "published": None,
+            "if_off": "hops",
+        },
+    ]
+    st = [
+        {"platform": "x", "algorithm": "ring", "ranks": 8, "dtype": "float32", "efficiency": 0.5, "allreduce_s": 2.0},
+        {
+            "platform": "x",
+            "algorithm": "torus2d",
+            "ranks": 8,
+            "dtype": "float32",
+            "efficiency": 0.9,
+            "allreduce_s": 1.0,
+        },
+    ]
     eff, speed = compare(claims, st)
-    assert eff["simulated"] == 0.5 and eff["within_20pct"] is False and eff["assumption_to_revisit"] == "the links"
-    assert speed["simulated"] == 2.0 and speed["within_20pct"] is None and speed["assumption_to_revisit"] == ""
+    assert eff["simulated"] == 0.5
+    assert eff["within_20pct"] is False
+    assert eff["assumption_to_revisit"] == "the links"
+    assert speed["simulated"] == 2.0
+    assert speed["within_20pct"] is None
+    assert speed["assumption_to_revisit"] == ""

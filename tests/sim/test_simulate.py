@@ -15,17 +15,17 @@ from scalerepro.sim.engine import Point
 from scalerepro.sim.platforms import Platform
 from tests.conftest import REPO
 
-
 pytestmark = pytest.mark.usefixtures("needs_simgrid")
 
 
 def one_node(p: int, alpha_us: float = 2.0, gbps: float = 12.5, gamma: float = 1e-11) -> Platform:
     """p ranks on one node, each with its own port (out: latency alpha; in) of ``gbps``."""
-    return Platform("node", "fattree", p, gbps, 0.0, gamma, ranks_per_node=p, intra_GBps=gbps,
-                    intra_latency_us=alpha_us)
+    return Platform(
+        "node", "fattree", p, gbps, 0.0, gamma, ranks_per_node=p, intra_GBps=gbps, intra_latency_us=alpha_us
+    )
 
 
-@pytest.mark.parametrize("p, nbytes", [(4, 1_000_000), (3, 4_000_004)])
+@pytest.mark.parametrize(("p", "nbytes"), [(4, 1_000_000), (3, 4_000_004)])
 def test_ring_on_its_ports_matches_the_formula(p, nbytes):
     """One message per link per stage, no sharing: t = 2(p-1) alpha + 2n(p-1)/p beta + n(p-1)/p gamma exactly."""
     alpha, link, gamma = 2e-6, 12.5, 1e-11
@@ -35,7 +35,7 @@ def test_ring_on_its_ports_matches_the_formula(p, nbytes):
     assert row["simulated_s"] == pytest.approx(want, rel=1e-3)
 
 
-@pytest.mark.parametrize("algo, p", [("multicolor", 4), ("rabenseifner", 4), ("torus2d", 4), ("multiring", 6)])
+@pytest.mark.parametrize(("algo", "p"), [("multicolor", 4), ("rabenseifner", 4), ("torus2d", 4), ("multiring", 6)])
 def test_simulation_and_cost_model_agree_on_one_node(algo, p):
     """Same schedules, same links: the simulator and the closed-form profile give the same time (gamma 0)."""
     plat = one_node(p, 5.0, 10.0, 0.0)
@@ -56,8 +56,10 @@ def test_torus2d_beats_the_ring_on_a_torus_at_64_ranks():
 def test_a_second_adapter_per_node_serves_multicolor_not_the_ring():
     """8 ranks on 2 nodes of 4: each ring crosses between nodes once per direction, so one adapter is enough for
     one ring, while multicolor's two rings cross on two different local ranks and use an adapter each."""
+
     def plat(nics: int) -> Platform:
         return Platform("two", "fattree", 8, 1.0, 0.0, 0.0, ranks_per_node=4, intra_GBps=1000.0, nics_per_node=nics)
+
     rows = simulate([Point(a, 8, 8 << 20, plat(n)) for a in ("ring", "multicolor") for n in (1, 2)])
     ring1, ring2, mc1, mc2 = (r["simulated_s"] for r in rows)
     assert ring2 == pytest.approx(ring1, rel=1e-6)
@@ -73,26 +75,57 @@ def test_points_that_do_not_fit_name_the_platform():
 
 def test_missing_simgrid_is_one_line_naming_the_install(tmp_path):
     (tmp_path / "simgrid.py").write_text("raise ImportError('not here')\n")
-    proc = subprocess.run([sys.executable, "-m", "scalerepro.cli", "simulate", "--out", str(tmp_path / "out")],
-                          capture_output=True, text=True, env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
-                          timeout=120, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, "-m", "scalerepro.cli", "simulate", "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        timeout=120,
+        cwd=REPO,
+    )
     assert proc.returncode != 0
     assert "apt-get install python3-simgrid" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
 def test_cli_writes_rows_and_parameters(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "scalerepro.cli", "simulate", "--platform", "minsky-ddl",
-                           "--algos", "ring,multicolor", "--ranks", "8", "--bytes", "65536", "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scalerepro.cli",
+            "simulate",
+            "--platform",
+            "minsky-ddl",
+            "--algos",
+            "ring,multicolor",
+            "--ranks",
+            "8",
+            "--bytes",
+            "65536",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
     assert proc.returncode == 0, proc.stderr
     csv = (tmp_path / "simulation.csv").read_text().splitlines()
-    assert csv[0].startswith("platform,algorithm,ranks,bytes") and len(csv) == 3
+    assert csv[0].startswith("platform,algorithm,ranks,bytes")
+    assert len(csv) == 3
     doc = json.loads((tmp_path / "simulation.json").read_text())
-    assert doc["platforms"][0]["nics_per_node"] == 2 and doc["platforms"][0]["sources"]["link_GBps"]
+    assert doc["platforms"][0]["nics_per_node"] == 2
+    assert doc["platforms"][0]["sources"]["link_GBps"]
 
 
 def test_cli_names_an_unknown_platform(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "scalerepro.cli", "simulate", "--platform", "dgx-a100",
-                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=120, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, "-m", "scalerepro.cli", "simulate", "--platform", "dgx-a100", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
     assert proc.returncode == 2
     assert "no platform 'dgx-a100'; there are: tpu-v3-pod, minsky-ddl" in proc.stderr

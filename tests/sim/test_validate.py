@@ -11,7 +11,6 @@ from scalerepro.errors import UserError
 from scalerepro.sim import simulate
 from scalerepro.sim.validate import machines, measured, points, summary, table
 
-
 pytestmark = pytest.mark.usefixtures("needs_simgrid")
 
 
@@ -22,8 +21,16 @@ def synthetic_bench(alpha: float, beta: float, gamma: float) -> list[dict]:
     for algo in ("ring", "rabenseifner", "multicolor"):
         for p in (2, 3):
             for nbytes in (4096, 65536, 1 << 20):
-                row = {"algorithm": algo, "world_size": p, "bytes": nbytes, "dtype": "float32", "executor": "mpi",
-                       "ranks_per_core": 0.5, "comm": {"colors": 2}, "time_us": 1.0}
+                row = {
+                    "algorithm": algo,
+                    "world_size": p,
+                    "bytes": nbytes,
+                    "dtype": "float32",
+                    "executor": "mpi",
+                    "ranks_per_core": 0.5,
+                    "comm": {"colors": 2},
+                    "time_us": 1.0,
+                }
                 a, b, g = row_terms(row)
                 row["time_us"] = (a * alpha + b * beta + g * gamma) * 1e6 * rng.uniform(0.99, 1.01)
                 rows.append(row)
@@ -34,12 +41,15 @@ def test_a_bench_made_of_the_model_validates_within_a_few_percent():
     rows = synthetic_bench(8e-6, 1 / 3e9, 1 / 5e9)
     fitted = machines(rows, 1 / 5e9)
     plat = fitted["dedicated", "mpi"]
-    assert plat.intra_latency_us == pytest.approx(8.0, rel=0.1) and plat.intra_GBps == pytest.approx(3.0, rel=0.05)
+    assert plat.intra_latency_us == pytest.approx(8.0, rel=0.1)
+    assert plat.intra_GBps == pytest.approx(3.0, rel=0.05)
     kept = measured(rows)
     got = table(kept, simulate(points(kept, fitted)))
     assert max(abs(r["ratio"] - 1) for r in got) < 0.05
     (two, three) = summary(got)
-    assert two["ranks"] == 2 and two["points_64KiB_up"] == 6 and two["median_abs_error_64KiB_up"] < 0.03
+    assert two["ranks"] == 2
+    assert two["points_64KiB_up"] == 6
+    assert two["median_abs_error_64KiB_up"] < 0.03
     assert three["ranks"] == 3
 
 

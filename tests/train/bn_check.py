@@ -50,9 +50,14 @@ with Context(comm, CommParams(executor=EXECUTOR)) as ctx, bn_context(ctx, G) as 
         dw, db = ours.weight.grad.clone(), ours.bias.grad.clone()
         comm.Split(r // G, r).Allreduce(MPI.IN_PLACE, dw.numpy())  # affine grads are local: sum over the group
         comm.Split(r // G, r).Allreduce(MPI.IN_PLACE, db.numpy())
-        checks = {"output": (y, yg[mine]), "input grad": (x.grad, xg.grad[mine]), "weight grad": (dw, ref.weight.grad),
-                  "bias grad": (db, ref.bias.grad), "running mean": (ours.running_mean, ref.running_mean),
-                  "running var": (ours.running_var, ref.running_var)}
+        checks = {
+            "output": (y, yg[mine]),
+            "input grad": (x.grad, xg.grad[mine]),
+            "weight grad": (dw, ref.weight.grad),
+            "bias grad": (db, ref.bias.grad),
+            "running mean": (ours.running_mean, ref.running_mean),
+            "running var": (ours.running_var, ref.running_var),
+        }
         for name, (got, want) in checks.items():
             if not torch.allclose(got, want, rtol=tol, atol=tol):
                 failures.append(f"G={G} {dtype}: {name} differs by {(got - want).abs().max().item():.3g}")

@@ -22,14 +22,25 @@ p, r = comm.size, comm.rank
 algos, optimizer, overlap = sys.argv[1].split(","), sys.argv[2], sys.argv[3] == "1"
 B, CLASSES, SIZE, STEPS = 3, 5, 16, 2
 torch.set_num_threads(1)
-settings = {"model": "resnet8", "width": 4, "bn_group": "world", "optimizer": optimizer, "overlap": overlap,
-            "label_smoothing": 0.1, "bucket_mib": 0.002, "device": "cpu", "seed": 3}
+settings = {
+    "model": "resnet8",
+    "width": 4,
+    "bn_group": "world",
+    "optimizer": optimizer,
+    "overlap": overlap,
+    "label_smoothing": 0.1,
+    "bucket_mib": 0.002,
+    "device": "cpu",
+    "seed": 3,
+}
 cfg = from_mapping({"train": settings}).train
 ref_cfg = from_mapping({"train": {**settings, "bn_group": 1, "overlap": False}}).train
 
 gen = torch.Generator().manual_seed(11)
-batches = [(torch.randn(p * B, 3, SIZE, SIZE, generator=gen), torch.randint(0, CLASSES, (p * B,), generator=gen))
-           for _ in range(STEPS)]
+batches = [
+    (torch.randn(p * B, 3, SIZE, SIZE, generator=gen), torch.randint(0, CLASSES, (p * B,), generator=gen))
+    for _ in range(STEPS)
+]
 torch.manual_seed(ref_cfg.seed)
 reference = Trainer(build("resnet8", CLASSES, 4), ref_cfg, reduce=lambda t: None, world=1)
 for x, y in batches:
@@ -48,7 +59,9 @@ for algo in algos:
         got = [t.detach() for t in trainer.model.parameters()]
         worst = max((g - w).abs().max().item() for g, w in zip(got, want))
         if worst > 2e-5:
-            failures.append(f"{algo} ({optimizer}, overlap={overlap}): parameters differ from 1 rank x {p * B} by {worst:.3g}")
+            failures.append(
+                f"{algo} ({optimizer}, overlap={overlap}): parameters differ from 1 rank x {p * B} by {worst:.3g}"
+            )
         if len(set(comm.allgather(b"".join(g.numpy().tobytes() for g in got)))) != 1:
             failures.append(f"{algo} ({optimizer}, overlap={overlap}): ranks hold different parameters")
 every = comm.gather(failures, root=0)

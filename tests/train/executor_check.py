@@ -23,11 +23,23 @@ algo, STEPS = sys.argv[1], int(sys.argv[2])
 B, CLASSES, SIZE = 4, 5, 16
 TOL = 1e-4  # relative to the largest parameter: summation order differs only in batch norm's library sums
 torch.set_num_threads(1)
-cfg = from_mapping({"train": {"model": "resnet8", "width": 4, "bn_group": "world", "optimizer": "sgd",
-                              "bucket_mib": 0.01, "device": "cpu", "seed": 5}}).train
+cfg = from_mapping(
+    {
+        "train": {
+            "model": "resnet8",
+            "width": 4,
+            "bn_group": "world",
+            "optimizer": "sgd",
+            "bucket_mib": 0.01,
+            "device": "cpu",
+            "seed": 5,
+        }
+    }
+).train
 gen = torch.Generator().manual_seed(100 + r)
-batches = [(torch.randn(B, 3, SIZE, SIZE, generator=gen), torch.randint(0, CLASSES, (B,), generator=gen))
-           for _ in range(4)]
+batches = [
+    (torch.randn(B, 3, SIZE, SIZE, generator=gen), torch.randint(0, CLASSES, (B,), generator=gen)) for _ in range(4)
+]
 
 
 def train(executor: str) -> list[torch.Tensor]:
@@ -48,11 +60,16 @@ mpi, tor = train("mpi"), train("torch")
 scale = max(t.abs().max().item() for t in mpi)
 worst = max((a - b).abs().max().item() for a, b in zip(mpi, tor))
 if worst > TOL * scale:
-    failures.append(f"{algo}: after {STEPS} steps the executors' parameters differ by {worst:.3g} "
-                    f"(> {TOL:g} x max |param| {scale:.3g})")
+    failures.append(
+        f"{algo}: after {STEPS} steps the executors' parameters differ by {worst:.3g} "
+        f"(> {TOL:g} x max |param| {scale:.3g})"
+    )
 every = comm.gather(failures, root=0)
 if r == 0:
     flat = [f for fs in every for f in fs]
-    print("\n".join(flat) if flat else f"OK {p} ranks: {algo}, mpi vs torch executor after {STEPS} steps, "
-                                       f"max difference {worst:.3g}")
+    print(
+        "\n".join(flat)
+        if flat
+        else f"OK {p} ranks: {algo}, mpi vs torch executor after {STEPS} steps, max difference {worst:.3g}"
+    )
     sys.exit(1 if flat else 0)

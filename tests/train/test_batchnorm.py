@@ -15,10 +15,20 @@ CHECK = str(Path(__file__).with_name("bn_check.py"))
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("ranks, group, executor", [
-    (1, "world", "mpi"), (2, "world", "mpi"), (3, "world", "mpi"), (4, "world", "mpi"), (4, "2", "mpi"), (4, "1", "mpi"),
-    (6, "3", "mpi"), (3, "world", "torch"), (4, "2", "torch"),
-])
+@pytest.mark.parametrize(
+    ("ranks", "group", "executor"),
+    [
+        (1, "world", "mpi"),
+        (2, "world", "mpi"),
+        (3, "world", "mpi"),
+        (4, "world", "mpi"),
+        (4, "2", "mpi"),
+        (4, "1", "mpi"),
+        (6, "3", "mpi"),
+        (3, "world", "torch"),
+        (4, "2", "torch"),
+    ],
+)
 def test_group_batch_norm_matches_batch_norm_on_the_group_batch(run_mpi, ranks, group, executor):
     assert "OK" in run_mpi(ranks, [CHECK, group, executor]).stdout
 
@@ -41,7 +51,8 @@ def test_identical_halves_give_batch_norm_of_the_doubled_batch():
     x2 = torch.cat([x.detach(), x.detach()]).requires_grad_()
     ours(x).backward(dy)
     ref(x2).backward(torch.cat([dy, dy]))
-    assert torch.allclose(x.grad, x2.grad[:4]) and torch.allclose(ours.running_var, ref.running_var)
+    assert torch.allclose(x.grad, x2.grad[:4])
+    assert torch.allclose(ours.running_var, ref.running_var)
     assert torch.allclose(2 * ours.weight.grad, ref.weight.grad)  # affine grads stay local
 
 
@@ -51,4 +62,5 @@ def test_convert_keeps_state_dict_and_replaces_every_bn():
     convert(model, _Doubling())
     assert all(isinstance(m, DistributedBatchNorm2d) for m in model.modules() if isinstance(m, nn.BatchNorm2d))
     after = model.state_dict()
-    assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+    assert before.keys() == after.keys()
+    assert all(torch.equal(before[k], after[k]) for k in before)

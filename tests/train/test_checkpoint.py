@@ -20,15 +20,40 @@ from scalerepro.train.events import EventLog, read_events
 from scalerepro.train.loop import RunSpec, resume_key
 from tests.conftest import mpiexec
 
-SETTINGS = ["--set", "train.epochs=3", "--set", "train.width=8", "--set", "train.batch_per_rank=8",
-            "--set", "train.bn_group=world", "--set", "train.optimizer=lars", "--set", "loader.workers=1",
-            "--set", "train.checkpoint_every=0"]
+SETTINGS = [
+    "--set",
+    "train.epochs=3",
+    "--set",
+    "train.width=8",
+    "--set",
+    "train.batch_per_rank=8",
+    "--set",
+    "train.bn_group=world",
+    "--set",
+    "train.optimizer=lars",
+    "--set",
+    "loader.workers=1",
+    "--set",
+    "train.checkpoint_every=0",
+]
 
 
 def train_args(shards: Path, out: Path, extra: list[str] = ()) -> list[str]:
     """Python arguments of the training command."""
-    return ["-m", "scalerepro.cli", "train", "--algo", "ring", "--shards", str(shards), "--out", str(out), "--no-stage",
-            *SETTINGS, *extra]
+    return [
+        "-m",
+        "scalerepro.cli",
+        "train",
+        "--algo",
+        "ring",
+        "--shards",
+        str(shards),
+        "--out",
+        str(out),
+        "--no-stage",
+        *SETTINGS,
+        *extra,
+    ]
 
 
 def steps_logged(out: Path) -> int:
@@ -51,7 +76,9 @@ def run_until_signalled(args: list[str], out: Path, after_steps: int) -> subproc
     """Start 2 ranks in their own process group; SIGTERM the whole group (as SLURM does) after some steps."""
     cmd = [mpiexec(), "-n", "2", sys.executable, *args]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+    )
     deadline = time.monotonic() + 120
     while steps_logged(out) < after_steps and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -74,19 +101,25 @@ def test_preempted_run_resumes_to_the_uninterrupted_state(run_mpi, tiny_shards, 
     run_mpi(2, train_args(tiny_shards, whole))
     stopped = run_until_signalled(train_args(tiny_shards, cut), cut, after_steps=10)
     assert stopped.returncode == 128 + signal.SIGTERM, stopped.stderr
-    assert "checkpoint written" in stopped.stderr and not (cut / "run.json").exists()
+    assert "checkpoint written" in stopped.stderr
+    assert not (cut / "run.json").exists()
     assert final_state(cut)["progress"]["step"] >= 10
 
     other = run_mpi(2, train_args(tiny_shards, cut, ["--set", "train.lars_eta=0.002"]), check=False)
-    assert other.returncode != 0 and "train.lars_eta: 0.001 there, 0.002 now" in other.stderr
+    assert other.returncode != 0
+    assert "train.lars_eta: 0.001 there, 0.002 now" in other.stderr
 
     run_mpi(2, train_args(tiny_shards, cut))
     a, b = final_state(whole), final_state(cut)
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
-    assert a["progress"]["evals"] == b["progress"]["evals"] and a["progress"]["step"] == b["progress"]["step"]
+    assert a["progress"]["evals"] == b["progress"]["evals"]
+    assert a["progress"]["step"] == b["progress"]["step"]
     keys = [e["key"] for e in read_events(cut / "events.jsonl")]
-    assert keys.count("run_start") == 1 and keys.count("run_stop") == 1 and keys[-1] == "run_stop"
-    assert "run_preempted" in keys and "run_resume" in keys
+    assert keys.count("run_start") == 1
+    assert keys.count("run_stop") == 1
+    assert keys[-1] == "run_stop"
+    assert "run_preempted" in keys
+    assert "run_resume" in keys
     assert keys.count("step") == a["progress"]["step"]
 
 
@@ -115,14 +148,18 @@ def test_stop_signal_is_agreed_over_ranks():
 
 
 # MPI is started first (its shared-memory segments are bigger than the limit), then the limit is set.
-LIMITED = ("import resource, signal, sys; from mpi4py import MPI; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
-           "resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]),) * 2); from scalerepro.cli import main; "
-           "sys.exit(main(sys.argv[2:]))")
+LIMITED = (
+    "import resource, signal, sys; from mpi4py import MPI; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+    "resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]),) * 2); from scalerepro.cli import main; "
+    "sys.exit(main(sys.argv[2:]))"
+)
 
 
 def single_rank(args: list[str], limit_bytes: int | None = None) -> subprocess.CompletedProcess:
     """One training process; with ``limit_bytes``, no file it writes may grow past that (RLIMIT_FSIZE: a full disk)."""
-    cmd = [sys.executable, *args] if limit_bytes is None else [sys.executable, "-c", LIMITED, str(limit_bytes), *args[2:]]
+    cmd = (
+        [sys.executable, *args] if limit_bytes is None else [sys.executable, "-c", LIMITED, str(limit_bytes), *args[2:]]
+    )
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
 
@@ -143,10 +180,13 @@ def test_full_disk_at_a_checkpoint_keeps_the_previous_one_and_the_rerun_resumes(
     full = single_rank(args, limit_bytes=len(before) // 2)
     print(f"full disk: run failed {time.monotonic() - t0:.2f} s after it started: {full.stderr.strip()[-300:]}")
     assert full.returncode == 2, full.stderr
-    assert f"could not write {out / 'checkpoint.pt'}" in full.stderr and "the previous version is intact" in full.stderr
-    assert "Free space in" in full.stderr and "Traceback" not in full.stderr
+    assert f"could not write {out / 'checkpoint.pt'}" in full.stderr
+    assert "the previous version is intact" in full.stderr
+    assert "Free space in" in full.stderr
+    assert "Traceback" not in full.stderr
     assert (out / "checkpoint.pt").read_bytes() == before
-    assert not list(out.glob(".*partial")) and not (out / "run.json").exists()
+    assert not list(out.glob(".*partial"))
+    assert not (out / "run.json").exists()
 
     done = single_rank(args)
     assert done.returncode == 0, done.stderr
@@ -163,21 +203,44 @@ def _key(algo: str = "ring", **sets: object) -> dict:
     return resume_key(spec, 4, "sha")
 
 
-@pytest.mark.parametrize("harmless", [
-    {"comm__timeout_s": 900}, {"loader__workers": 4}, {"loader__prefetch": 6}, {"train__overlap": True},
-    {"train__bucket_mib": 1}, {"train__threads_per_rank": 1}, {"train__eval_every": 2},
-    {"train__checkpoint_every": 3}, {"train__target_top1": 0.9}, {"train__ranks": [8]}, {"comm__chunk_bytes": 4096},
-    {"algo": "multicolor"}, {"algo": "torus2d"},
-])
+@pytest.mark.parametrize(
+    "harmless",
+    [
+        {"comm__timeout_s": 900},
+        {"loader__workers": 4},
+        {"loader__prefetch": 6},
+        {"train__overlap": True},
+        {"train__bucket_mib": 1},
+        {"train__threads_per_rank": 1},
+        {"train__eval_every": 2},
+        {"train__checkpoint_every": 3},
+        {"train__target_top1": 0.9},
+        {"train__ranks": [8]},
+        {"comm__chunk_bytes": 4096},
+        {"algo": "multicolor"},
+        {"algo": "torus2d"},
+    ],
+)
 def test_settings_that_leave_the_maths_alone_keep_the_checkpoint(harmless):
     assert _key(**harmless) == _key()
 
 
-@pytest.mark.parametrize("changed", [
-    {"train__base_lr": 0.2}, {"train__seed": 1}, {"train__bn_group": 2}, {"train__batch_per_rank": 16},
-    {"train__model": "resnet18"}, {"train__optimizer": "lars"}, {"train__epochs": 9}, {"train__weight_decay": 1e-4},
-    {"train__lr_schedule": "step"}, {"loader__crop_scale": [0.35, 1.0]}, {"train__label_smoothing": 0.1},
-])
+@pytest.mark.parametrize(
+    "changed",
+    [
+        {"train__base_lr": 0.2},
+        {"train__seed": 1},
+        {"train__bn_group": 2},
+        {"train__batch_per_rank": 16},
+        {"train__model": "resnet18"},
+        {"train__optimizer": "lars"},
+        {"train__epochs": 9},
+        {"train__weight_decay": 1e-4},
+        {"train__lr_schedule": "step"},
+        {"loader__crop_scale": [0.35, 1.0]},
+        {"train__label_smoothing": 0.1},
+    ],
+)
 def test_settings_that_change_the_maths_refuse_the_checkpoint(changed):
     assert _key(**changed) != _key()
 
@@ -186,7 +249,7 @@ READ_CHECK = str(Path(__file__).with_name("checkpoint_read_check.py"))
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("ranks, nodes", [(3, 1), (4, 2)])
+@pytest.mark.parametrize(("ranks", "nodes"), [(3, 1), (4, 2)])
 def test_one_rank_per_node_reads_the_checkpoint_and_each_rank_gets_its_own_buffers(run_mpi, tmp_path, ranks, nodes):
     env = {"MPIR_CVAR_NUM_CLIQUES": str(nodes)} if nodes > 1 else {}  # MPICH's emulated nodes
     out = run_mpi(ranks, [READ_CHECK, str(tmp_path)], env=env, timeout=300).stdout

@@ -12,13 +12,16 @@ TORCH = "ring@torch,multicolor@torch,torus2d@torch,hierarchical@torch"  # the to
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("ranks, algos, optimizer, overlap", [
-    (1, "ring,native", "sgd", "0"),
-    (2, f"{EVERY},{TORCH}", "sgd", "0"),
-    (3, f"{EVERY},{TORCH}", "lars", "0"),
-    (4, EVERY, "sgd", "0"),
-    (4, "ring,multicolor,gloo,multicolor@torch", "lars", "1"),
-])
+@pytest.mark.parametrize(
+    ("ranks", "algos", "optimizer", "overlap"),
+    [
+        (1, "ring,native", "sgd", "0"),
+        (2, f"{EVERY},{TORCH}", "sgd", "0"),
+        (3, f"{EVERY},{TORCH}", "lars", "0"),
+        (4, EVERY, "sgd", "0"),
+        (4, "ring,multicolor,gloo,multicolor@torch", "lars", "1"),
+    ],
+)
 def test_n_ranks_equal_one_rank_with_the_whole_batch(run_mpi, ranks, algos, optimizer, overlap):
     assert "OK" in run_mpi(ranks, [CHECK, algos, optimizer, overlap], timeout=600).stdout
 
@@ -27,6 +30,6 @@ EXECUTORS = str(Path(__file__).with_name("executor_check.py"))
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("ranks, algo", [(2, "multicolor"), (3, "torus2d")])
+@pytest.mark.parametrize(("ranks", "algo"), [(2, "multicolor"), (3, "torus2d")])
 def test_torch_executor_trains_to_the_mpi_executors_parameters(run_mpi, ranks, algo):
     assert "OK" in run_mpi(ranks, [EXECUTORS, algo, "20"], timeout=600).stdout

@@ -11,19 +11,22 @@ import pytest
 import torch
 
 from scalerepro.config import from_mapping
-from scalerepro.train.events import read_events
 from scalerepro.train.buckets import Buckets
-from scalerepro.train.optim import learning_rate, param_groups, peak_lr
+from scalerepro.train.events import read_events
 from scalerepro.train.model import build
+from scalerepro.train.optim import learning_rate, param_groups, peak_lr
 
 
 def test_lr_scales_warms_up_and_decays():
-    cfg = from_mapping({"train": {"base_lr": 0.1, "reference_batch": 64, "batch_per_rank": 32, "warmup_epochs": 1,
-                                  "epochs": 4}}).train
+    cfg = from_mapping(
+        {"train": {"base_lr": 0.1, "reference_batch": 64, "batch_per_rank": 32, "warmup_epochs": 1, "epochs": 4}}
+    ).train
     assert peak_lr(cfg, 4) == pytest.approx(0.2)
     lrs = [learning_rate(cfg, 4, s, 10) for s in range(40)]
-    assert lrs[0] == pytest.approx(0.02) and lrs[9] == pytest.approx(0.2)
-    assert all(a >= b for a, b in zip(lrs[9:], lrs[10:])) and lrs[-1] < 0.01
+    assert lrs[0] == pytest.approx(0.02)
+    assert lrs[9] == pytest.approx(0.2)
+    assert all(a >= b for a, b in zip(lrs[9:], lrs[10:]))
+    assert lrs[-1] < 0.01
 
 
 def test_buckets_cover_every_parameter_once_in_reverse_order():
@@ -31,12 +34,14 @@ def test_buckets_cover_every_parameter_once_in_reverse_order():
     params = list(model.parameters())
     buckets = Buckets(params, cap_bytes=4096, reduce=lambda t: None, world=1)
     flat = [p for g in buckets.groups for p in g]
-    assert len(buckets.groups) > 1 and [id(p) for p in flat] == [id(p) for p in reversed(params)]
+    assert len(buckets.groups) > 1
+    assert [id(p) for p in flat] == [id(p) for p in reversed(params)]
 
 
 def test_no_weight_decay_on_bn_and_bias():
     groups = param_groups(build("resnet8", 10, 8), 5e-4)
-    assert all(p.ndim > 1 for p in groups[0]["params"]) and groups[1]["weight_decay"] == 0.0
+    assert all(p.ndim > 1 for p in groups[0]["params"])
+    assert groups[1]["weight_decay"] == 0.0
     assert all(p.ndim <= 1 for p in groups[1]["params"])
 
 
@@ -50,14 +55,37 @@ def test_unknown_model_is_named():
 @pytest.mark.mpi
 def test_two_rank_run_logs_events_and_record(run_mpi, tiny_shards, tmp_path):
     out = tmp_path / "run"
-    run_mpi(2, ["-m", "scalerepro.cli", "train", "--algo", "ring", "--shards", str(tiny_shards), "--out", str(out),
-                "--no-stage", "--set", "train.epochs=2", "--set", "train.width=8", "--set", "train.batch_per_rank=16"])
+    run_mpi(
+        2,
+        [
+            "-m",
+            "scalerepro.cli",
+            "train",
+            "--algo",
+            "ring",
+            "--shards",
+            str(tiny_shards),
+            "--out",
+            str(out),
+            "--no-stage",
+            "--set",
+            "train.epochs=2",
+            "--set",
+            "train.width=8",
+            "--set",
+            "train.batch_per_rank=16",
+        ],
+    )
     record = json.loads((out / "run.json").read_text())
-    assert record["world_size"] == 2 and record["algorithm"] == "ring"
-    assert record["data"]["train_sha256"] and record["versions"]["torch"] == torch.__version__
+    assert record["world_size"] == 2
+    assert record["algorithm"] == "ring"
+    assert record["data"]["train_sha256"]
+    assert record["versions"]["torch"] == torch.__version__
     keys = [e["key"] for e in read_events(out / "events.jsonl")]
-    assert keys[:3] == ["init_start", "init_stop", "run_start"] and keys[-1] == "run_stop"
-    assert keys.count("epoch_stop") == 2 and keys.count("eval_accuracy") == 2
+    assert keys[:3] == ["init_start", "init_stop", "run_start"]
+    assert keys[-1] == "run_stop"
+    assert keys.count("epoch_stop") == 2
+    assert keys.count("eval_accuracy") == 2
     assert keys.count("eval_start") == keys.count("eval_stop") == 2
     steps = [e for e in read_events(out / "events.jsonl") if e["key"] == "step"]
     assert len(steps) == 2 * 4  # 120 samples / 2 ranks / 16 per batch = 4 steps per epoch
@@ -66,10 +94,26 @@ def test_two_rank_run_logs_events_and_record(run_mpi, tiny_shards, tmp_path):
 
 @pytest.mark.mpi
 def test_unstaged_shards_fail_with_the_fix(run_mpi, tiny_shards, tmp_path):
-    proc = run_mpi(2, ["-m", "scalerepro.cli", "train", "--algo", "ring", "--shards", str(tiny_shards),
-                       "--out", str(tmp_path / "run"), "--set", f"stage.root={tmp_path / 'empty'}"], check=False)
+    proc = run_mpi(
+        2,
+        [
+            "-m",
+            "scalerepro.cli",
+            "train",
+            "--algo",
+            "ring",
+            "--shards",
+            str(tiny_shards),
+            "--out",
+            str(tmp_path / "run"),
+            "--set",
+            f"stage.root={tmp_path / 'empty'}",
+        ],
+        check=False,
+    )
     assert proc.returncode != 0
-    assert "are not staged" in proc.stderr and "scalerepro stage" in proc.stderr
+    assert "are not staged" in proc.stderr
+    assert "scalerepro stage" in proc.stderr
     assert not (tmp_path / "run" / "run.json").exists()
 
 
@@ -80,10 +124,27 @@ def test_splits_sharded_from_different_datasets_are_refused(tiny_shards, tmp_pat
     manifest = json.loads((mixed / "val" / "manifest.json").read_text())
     manifest["classes"] = manifest["classes"][::-1]  # the same wnids in another dataset's order
     (mixed / "val" / "manifest.json").write_text(json.dumps(manifest))
-    proc = subprocess.run([sys.executable, "-m", "scalerepro.cli", "train", "--algo", "ring", "--shards", str(mixed),
-                           "--out", str(tmp_path / "run"), "--no-stage"], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scalerepro.cli",
+            "train",
+            "--algo",
+            "ring",
+            "--shards",
+            str(mixed),
+            "--out",
+            str(tmp_path / "run"),
+            "--no-stage",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2
-    assert "have different class lists (sharded from different datasets)" in proc.stderr and "Traceback" not in proc.stderr
+    assert "have different class lists (sharded from different datasets)" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
@@ -116,7 +177,9 @@ def test_overlapped_buckets_launch_in_order_and_average():
     assert len(trainer.buckets._futures) == len(trainer.buckets.groups)  # every bucket started during backward
     busy = trainer.buckets.synchronize()
     trainer.close()
-    assert seen == [b.numel() for b in trainer.buckets.buffers] and len(seen) > 1 and busy >= 0
+    assert seen == [b.numel() for b in trainer.buckets.buffers]
+    assert len(seen) > 1
+    assert busy >= 0
     assert all(torch.allclose(p.grad, g) for p, g in zip(model.parameters(), grads))  # sum of 2 / 2 ranks
 
 
@@ -124,28 +187,70 @@ def test_overlapped_buckets_launch_in_order_and_average():
 def test_multicolor_at_three_ranks_records_its_colors(run_mpi, tiny_shards, tmp_path):
     """Issue 18's bar: a multicolor run's run.json names the 2 colors its gradient bucket used."""
     out = tmp_path / "run"
-    run_mpi(3, ["-m", "scalerepro.cli", "train", "--algo", "multicolor", "--shards", str(tiny_shards), "--out", str(out),
-                "--no-stage", "--set", "train.epochs=1", "--set", "train.batch_per_rank=8"])
+    run_mpi(
+        3,
+        [
+            "-m",
+            "scalerepro.cli",
+            "train",
+            "--algo",
+            "multicolor",
+            "--shards",
+            str(tiny_shards),
+            "--out",
+            str(out),
+            "--no-stage",
+            "--set",
+            "train.epochs=1",
+            "--set",
+            "train.batch_per_rank=8",
+        ],
+    )
     (bucket,) = json.loads((out / "run.json").read_text())["allreduce"]
-    assert bucket["algorithm"] == "multicolor" and bucket["colors"] == 2 and len(bucket["orders"]) == 2
+    assert bucket["algorithm"] == "multicolor"
+    assert bucket["colors"] == 2
+    assert len(bucket["orders"]) == 2
 
 
 @pytest.mark.mpi
 def test_a_variant_emulating_two_nodes_gives_hierarchical_its_node_phases(run_mpi, tiny_shards, tmp_path):
     out = tmp_path / "run"
     variants = json.dumps({"train": {"variants": {"two-nodes": {"emulate_nodes": 2, "batch_per_rank": 8}}}})
-    run_mpi(4, ["-m", "scalerepro.cli", "train", "--algo", "hierarchical", "--shards", str(tiny_shards), "--out",
-                str(out), "--no-stage", "--config-json", variants, "--variant", "two-nodes", "--set", "train.epochs=1"])
+    run_mpi(
+        4,
+        [
+            "-m",
+            "scalerepro.cli",
+            "train",
+            "--algo",
+            "hierarchical",
+            "--shards",
+            str(tiny_shards),
+            "--out",
+            str(out),
+            "--no-stage",
+            "--config-json",
+            variants,
+            "--variant",
+            "two-nodes",
+            "--set",
+            "train.epochs=1",
+        ],
+    )
     record = json.loads((out / "run.json").read_text())
     (bucket,) = record["allreduce"]
-    assert (bucket["nodes"], bucket["ranks_per_node"]) == (2, 2) and "as" not in bucket
-    assert record["config"]["train"]["variant"] == "two-nodes" and record["config"]["train"]["batch_per_rank"] == 8
+    assert (bucket["nodes"], bucket["ranks_per_node"]) == (2, 2)
+    assert "as" not in bucket
+    assert record["config"]["train"]["variant"] == "two-nodes"
+    assert record["config"]["train"]["batch_per_rank"] == 8
 
 
 def test_threads_per_rank_follow_the_cpu_affinity_not_the_machine():
     """A rank pinned to one CPU (srun --cpus-per-task=1, a cgroup) runs one intra-op thread, whatever the node has."""
-    code = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); from mpi4py import MPI; "
-            "from scalerepro.config import from_mapping; from scalerepro.train.loop import threads_for; "
-            "print(threads_for(from_mapping({}).train, MPI.COMM_WORLD))")
+    code = (
+        "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); from mpi4py import MPI; "
+        "from scalerepro.config import from_mapping; from scalerepro.train.loop import threads_for; "
+        "print(threads_for(from_mapping({}).train, MPI.COMM_WORLD))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.split()[-1] == "1"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -23,19 +24,52 @@ TIMEOUT_S = 30  # comm.timeout_s of these runs: a failure must be detected well 
 
 def train_cmd(shards: Path, out: Path, timeout_s: float = TIMEOUT_S) -> list[str]:
     """2 ranks of ring training, 6 epochs, a checkpoint after every epoch."""
-    return [mpiexec(), "-n", "2", sys.executable, "-m", "scalerepro.cli", "train", "--algo", "ring",
-            "--shards", str(shards), "--out", str(out), "--no-stage", "--set", "train.epochs=6",
-            "--set", "train.width=8", "--set", "train.batch_per_rank=8", "--set", "train.checkpoint_every=1",
-            "--set", "loader.workers=1", "--set", f"comm.timeout_s={timeout_s}"]
+    return [
+        mpiexec(),
+        "-n",
+        "2",
+        sys.executable,
+        "-m",
+        "scalerepro.cli",
+        "train",
+        "--algo",
+        "ring",
+        "--shards",
+        str(shards),
+        "--out",
+        str(out),
+        "--no-stage",
+        "--set",
+        "train.epochs=6",
+        "--set",
+        "train.width=8",
+        "--set",
+        "train.batch_per_rank=8",
+        "--set",
+        "train.checkpoint_every=1",
+        "--set",
+        "loader.workers=1",
+        "--set",
+        f"comm.timeout_s={timeout_s}",
+    ]
 
 
 def supervised(shards: Path, out: Path, timeout_s: float = TIMEOUT_S) -> subprocess.Popen:
     """`scalerepro supervise` around the training launcher, in its own session (as a job is)."""
-    cmd = [sys.executable, "-m", "scalerepro.cli", "supervise", "--run-dir", str(out), "--",
-           *train_cmd(shards, out, timeout_s)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "scalerepro.cli",
+        "supervise",
+        "--run-dir",
+        str(out),
+        "--",
+        *train_cmd(shards, out, timeout_s),
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
+    return subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+    )
 
 
 def wait_mid_epoch(proc: subprocess.Popen, out: Path) -> dict:
@@ -67,14 +101,20 @@ def test_killed_rank_ends_the_job_names_it_and_the_rerun_resumes(run_mpi, tiny_s
     resume = re.search(r"loads: it resumes at epoch (\d+), batch 0 \(step (\d+)\)", stderr)
     assert step and resume, stderr
     assert int(step[1]) >= int(resume[1]) >= 1 and int(step[2]) >= int(resume[2]), stderr
-    assert not (out / "run.json").exists() and not (out / "events.jsonl").exists()
+    assert not (out / "run.json").exists()
+    assert not (out / "events.jsonl").exists()
 
     run_mpi(2, train_cmd(tiny_shards, out)[4:])
     record = json.loads((out / "run.json").read_text())
-    assert record["resumed"] and record["final"]["epoch"] == 5  # all 6 epochs ran
+    assert record["resumed"]
+    assert record["final"]["epoch"] == 5
     keys = [e["key"] for e in read_events(out / "events.jsonl")]
-    assert keys.count("run_start") == 1 and keys.count("run_resume") == 1 and keys[-1] == "run_stop"
-    assert [e for e in read_events(out / "events.jsonl") if e["key"] == "eval_accuracy"][-1]["metadata"]["epoch_num"] == 5
+    assert keys.count("run_start") == 1
+    assert keys.count("run_resume") == 1
+    assert keys[-1] == "run_stop"
+    assert [e for e in read_events(out / "events.jsonl") if e["key"] == "eval_accuracy"][-1]["metadata"][
+        "epoch_num"
+    ] == 5
 
 
 @pytest.mark.faults
@@ -89,28 +129,32 @@ def test_frozen_rank_is_named_with_its_step_by_the_watchdog(tiny_shards, tmp_pat
     try:
         _, stderr = proc.communicate(timeout=timeout_s + 60)
     finally:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(victim["pid"], signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     detect_s = time.monotonic() - frozen
     print(f"rank frozen: job ended {detect_s:.2f} s later")
     assert proc.returncode != 0
     assert "rank(s) [1] did not answer (died or hung)" in stderr, stderr
-    assert re.search(r", epoch \d+, step \d+\) did not finish", stderr) and f"comm.timeout_s={timeout_s} s" in stderr, stderr
+    assert re.search(r", epoch \d+, step \d+\) did not finish", stderr) and f"comm.timeout_s={timeout_s} s" in stderr, (
+        stderr
+    )
     assert detect_s < timeout_s + 15, stderr
 
 
 def test_report_without_a_local_death_points_at_the_messages_above(tmp_path):
     text = report(1, Watch(tmp_path), time.monotonic(), tmp_path)
-    assert "exit code 1" in text and "no rank on this host exited" in text
-    assert "no training step was logged" in text and "a rerun starts from the beginning" in text
+    assert "exit code 1" in text
+    assert "no rank on this host exited" in text
+    assert "no training step was logged" in text
+    assert "a rerun starts from the beginning" in text
 
 
 def test_damaged_checkpoint_is_reported_with_the_fix(tmp_path):
     (tmp_path / "checkpoint.pt").write_bytes(b"not a checkpoint")
     text = report(-9, Watch(tmp_path), time.monotonic(), tmp_path)
-    assert "killed by SIGKILL" in text and "does not load" in text and "delete it to start over" in text
+    assert "killed by SIGKILL" in text
+    assert "does not load" in text
+    assert "delete it to start over" in text
 
 
 def test_supervise_passes_the_exit_status_through(tmp_path):

@@ -23,8 +23,9 @@ def slurm_cluster(tmp_path_factory):
         pytest.skip("starting SLURM daemons needs root (CI runs as root)")
     state = tmp_path_factory.mktemp("slurm")
     try:
-        up = subprocess.run(["bash", str(SCRIPT), "up", str(state), "--nodes", "2"], capture_output=True, text=True,
-                            timeout=300)
+        up = subprocess.run(
+            ["bash", str(SCRIPT), "up", str(state), "--nodes", "2"], capture_output=True, text=True, timeout=300
+        )
         assert up.returncode == 0, up.stderr
         yield state
     finally:
@@ -44,20 +45,41 @@ def test_workflow_runs_on_two_slurm_nodes_with_srun_inside_the_allocation(slurm_
     wf = workflow_copy(tmp_path)
     small = small_config(tmp_path)
     small["train"]["studies"]["nodes"] = {"ranks": [4], "algorithms": ["hierarchical"]}
-    small |= {"cluster": {"tasks_per_node": 2, "cpus_per_task": 1, "mem_mb_per_cpu": 2000,
-                          "train_runtime_min": 20, "bench_runtime_min": 10,
-                          "shard_cpus": 2, "shard_runtime_min": 10}}
+    small |= {
+        "cluster": {
+            "tasks_per_node": 2,
+            "cpus_per_task": 1,
+            "mem_mb_per_cpu": 2000,
+            "train_runtime_min": 20,
+            "bench_runtime_min": 10,
+            "shard_cpus": 2,
+            "shard_runtime_min": 10,
+        }
+    }
     (wf / "small.yaml").write_text(yaml.safe_dump(small))
-    run = snakemake(wf, "--profile", "workflow/profiles/slurm", "--configfile", "small.yaml",
-                    "--slurm-init-seconds-before-status-checks", "1", "--latency-wait", "5",
-                    "--slurm-keep-successful-logs", timeout=1200)
+    run = snakemake(
+        wf,
+        "--profile",
+        "workflow/profiles/slurm",
+        "--configfile",
+        "small.yaml",
+        "--slurm-init-seconds-before-status-checks",
+        "1",
+        "--latency-wait",
+        "5",
+        "--slurm-keep-successful-logs",
+        timeout=1200,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
 
     record = json.loads((wf / "results/train/base/ring/n2/g1-s0-r0/run.json").read_text())
-    assert record["world_size"] == 2 and record["status"] in ("success", "aborted")
-    assert record["slurm"]["job_id"] and "step_id" in record["slurm"]  # a job step: srun launched the ranks
+    assert record["world_size"] == 2
+    assert record["status"] in ("success", "aborted")
+    assert record["slurm"]["job_id"]
+    assert "step_id" in record["slurm"]
     stage = json.loads((wf / "results/train/base/ring/n2/g1-s0-r0/stage.json").read_text())
-    assert stage["world_size"] == 2 and len(stage["nodes"]) == 1
+    assert stage["world_size"] == 2
+    assert len(stage["nodes"]) == 1
     assert json.loads((wf / "results/metrics.json").read_text())["runs"]
 
     two = wf / "results/train/base/hierarchical/n4/g1-s0-r0"
@@ -87,4 +109,5 @@ def test_workflow_runs_on_two_slurm_nodes_with_srun_inside_the_allocation(slurm_
     assert queue.strip() == ""  # nothing left behind
 
     again = snakemake(wf, "-n", "--profile", "workflow/profiles/slurm", "--configfile", "small.yaml")
-    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+    assert again.returncode == 0
+    assert "Nothing to be done" in again.stdout + again.stderr

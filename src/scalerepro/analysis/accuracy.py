@@ -20,18 +20,48 @@ import pandas as pd
 
 REFERENCE = "ring"
 SAME = ["variant", "world_size", "bn_group", "seed", "repetition"]  # what a comparison holds fixed
-AGREEMENT_COLUMNS = ["variant", "world_size", "bn_group", "seed", "algorithm", "run", "final_top1", "ring_top1",
-                     "diff", "seed_range", "noise_seeds", "eval_error", "noise", "within_noise"]
-RECIPE_COLUMNS = ["run", "variant", "world_size", "bn_group", "optimizer", "global_batch", "seed", "final_top1",
-                  "best_top1", "tta_s", "status"]
+AGREEMENT_COLUMNS = [
+    "variant",
+    "world_size",
+    "bn_group",
+    "seed",
+    "algorithm",
+    "run",
+    "final_top1",
+    "ring_top1",
+    "diff",
+    "seed_range",
+    "noise_seeds",
+    "eval_error",
+    "noise",
+    "within_noise",
+]
+RECIPE_COLUMNS = [
+    "run",
+    "variant",
+    "world_size",
+    "bn_group",
+    "optimizer",
+    "global_batch",
+    "seed",
+    "final_top1",
+    "best_top1",
+    "tta_s",
+    "status",
+]
 
 
 def seed_range(runs: pd.DataFrame, variant: str, world: int, bn: str) -> tuple[float | None, int]:
     """Range of the ring's final top-1 over seeds (first repetitions) at one variant, rank count and BN group."""
-    ring = runs[(runs["algorithm"] == REFERENCE) & (runs["variant"] == variant) & (runs["world_size"] == world)
-                & (runs["bn_group"].astype(str) == str(bn)) & (runs["repetition"] == 0)].dropna(subset=["final_top1"])
+    ring = runs[
+        (runs["algorithm"] == REFERENCE)
+        & (runs["variant"] == variant)
+        & (runs["world_size"] == world)
+        & (runs["bn_group"].astype(str) == str(bn))
+        & (runs["repetition"] == 0)
+    ].dropna(subset=["final_top1"])
     seeds = ring.groupby("seed")["final_top1"].first()
-    return (float(seeds.max() - seeds.min()) if len(seeds) > 1 else None), int(len(seeds))
+    return (float(seeds.max() - seeds.min()) if len(seeds) > 1 else None), len(seeds)
 
 
 def eval_error(top1: float, samples: float | None) -> float | None:
@@ -58,11 +88,24 @@ def agreement(runs: pd.DataFrame) -> pd.DataFrame:
         noise = max(known) if known else None
         for run in group[group["algorithm"] != REFERENCE].itertuples(index=False):
             diff = float(run.final_top1) - ref
-            rows.append({"variant": variant, "world_size": int(world), "bn_group": str(bn), "seed": int(seed),
-                         "algorithm": run.algorithm, "run": run.run, "final_top1": float(run.final_top1),
-                         "ring_top1": ref, "diff": diff, "seed_range": spread, "noise_seeds": seeds,
-                         "eval_error": sampling, "noise": noise,
-                         "within_noise": None if noise is None else bool(abs(diff) <= noise + 1e-9)})
+            rows.append(
+                {
+                    "variant": variant,
+                    "world_size": int(world),
+                    "bn_group": str(bn),
+                    "seed": int(seed),
+                    "algorithm": run.algorithm,
+                    "run": run.run,
+                    "final_top1": float(run.final_top1),
+                    "ring_top1": ref,
+                    "diff": diff,
+                    "seed_range": spread,
+                    "noise_seeds": seeds,
+                    "eval_error": sampling,
+                    "noise": noise,
+                    "within_noise": None if noise is None else bool(abs(diff) <= noise + 1e-9),
+                }
+            )
     return pd.DataFrame(rows, columns=AGREEMENT_COLUMNS)
 
 
@@ -72,6 +115,8 @@ def recipes(runs: pd.DataFrame) -> pd.DataFrame:
     if ring.empty:
         return pd.DataFrame(columns=RECIPE_COLUMNS)
     varied = ring.groupby("world_size").apply(
-        lambda g: g[["variant", "bn_group", "optimizer", "global_batch"]].drop_duplicates().shape[0], include_groups=False)
+        lambda g: g[["variant", "bn_group", "optimizer", "global_batch"]].drop_duplicates().shape[0],
+        include_groups=False,
+    )
     world = int(varied.idxmax())
     return ring[ring["world_size"] == world][RECIPE_COLUMNS].sort_values(["variant", "bn_group", "seed"])

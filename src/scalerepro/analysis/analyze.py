@@ -18,7 +18,7 @@ import pandas as pd
 import yaml
 
 from scalerepro.analysis import accuracy
-from scalerepro.analysis.collect import load_json, read_tables, read_csv
+from scalerepro.analysis.collect import load_json, read_csv, read_tables
 from scalerepro.errors import UserError
 from scalerepro.io import write_json_atomic, write_text_atomic
 
@@ -45,11 +45,20 @@ def step_parts(steps: pd.DataFrame) -> pd.Series:
     communication thread's busy time (``allreduce_s``) runs beside backward; the wait is what the step
     paid. Logs without it (older runs) fall back to the busy time.
     """
-    wait = steps["allreduce_wait_s"] if "allreduce_wait_s" in steps and steps["allreduce_wait_s"].notna().all() \
+    wait = (
+        steps["allreduce_wait_s"]
+        if "allreduce_wait_s" in steps and steps["allreduce_wait_s"].notna().all()
         else steps["allreduce_s"]
+    )
     parts = steps[["data_s", "fwd_bwd_s", "optimizer_s"]].sum()
-    return pd.Series({"data_s": parts["data_s"], "fwd_bwd_s": parts["fwd_bwd_s"], "allreduce_s": wait.sum(),
-                      "optimizer_s": parts["optimizer_s"]})
+    return pd.Series(
+        {
+            "data_s": parts["data_s"],
+            "fwd_bwd_s": parts["fwd_bwd_s"],
+            "allreduce_s": wait.sum(),
+            "optimizer_s": parts["optimizer_s"],
+        }
+    )
 
 
 def per_run(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -60,27 +69,56 @@ def per_run(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
         ep = tables["epochs"][tables["epochs"]["run"] == run.run]
         st = tables["steps"][tables["steps"]["run"] == run.run]
         step_total = step_parts(st)
-        rows.append({
-            "run": run.run, "setting": run.setting, "variant": run.variant, "algorithm": run.algorithm,
-            "world_size": int(run.world_size), "bn_group": str(run.bn_group), "seed": int(run.seed),
-            "repetition": int(run.repetition), "optimizer": run.optimizer, "global_batch": int(run.global_batch),
-            "status": run.status, "target_top1": run.target_top1, "final_top1": run.final_top1,
-            "best_top1": float(ev["top1"].max()) if len(ev) else None,
-            "val_samples": int(ev["samples"].iloc[-1]) if len(ev) and "samples" in ev and ev["samples"].notna().any()
-            else None,
-            "tta_s": time_to_accuracy(ev, run.target_top1), "startup_s": run.startup_s,
-            "stage_s": run.stage_s, "downtime_s": getattr(run, "downtime_s", None),
-            "images_per_s": throughput(ep) if len(ep) else None,
-            "allreduce_share": float(step_total["allreduce_s"] / step_total.sum()) if step_total.sum() > 0 else None,
-            **{f"{k}_share": float(step_total[f"{k}_s"] / step_total.sum()) if step_total.sum() > 0 else None
-               for k in ("data", "fwd_bwd", "optimizer")},
-            "source": "measured",
-        })
+        rows.append(
+            {
+                "run": run.run,
+                "setting": run.setting,
+                "variant": run.variant,
+                "algorithm": run.algorithm,
+                "world_size": int(run.world_size),
+                "bn_group": str(run.bn_group),
+                "seed": int(run.seed),
+                "repetition": int(run.repetition),
+                "optimizer": run.optimizer,
+                "global_batch": int(run.global_batch),
+                "status": run.status,
+                "target_top1": run.target_top1,
+                "final_top1": run.final_top1,
+                "best_top1": float(ev["top1"].max()) if len(ev) else None,
+                "val_samples": int(ev["samples"].iloc[-1])
+                if len(ev) and "samples" in ev and ev["samples"].notna().any()
+                else None,
+                "tta_s": time_to_accuracy(ev, run.target_top1),
+                "startup_s": run.startup_s,
+                "stage_s": run.stage_s,
+                "downtime_s": getattr(run, "downtime_s", None),
+                "images_per_s": throughput(ep) if len(ep) else None,
+                "allreduce_share": float(step_total["allreduce_s"] / step_total.sum())
+                if step_total.sum() > 0
+                else None,
+                **{
+                    f"{k}_share": float(step_total[f"{k}_s"] / step_total.sum()) if step_total.sum() > 0 else None
+                    for k in ("data", "fwd_bwd", "optimizer")
+                },
+                "source": "measured",
+            }
+        )
     return pd.DataFrame(rows)
 
 
-SCALING_COLUMNS = ["setting", "algorithm", "bn_group", "world_size", "runs", "images_per_s", "ideal_images_per_s",
-                   "efficiency", "tta_median_s", "tta_mlperf_s", "source"]
+SCALING_COLUMNS = [
+    "setting",
+    "algorithm",
+    "bn_group",
+    "world_size",
+    "runs",
+    "images_per_s",
+    "ideal_images_per_s",
+    "efficiency",
+    "tta_median_s",
+    "tta_mlperf_s",
+    "source",
+]
 MLPERF_MIN_RUNS = 5  # MLPerf ResNet: 5 runs, the fastest and the slowest dropped, the rest averaged
 
 
@@ -103,9 +141,16 @@ def scaling(runs: pd.DataFrame) -> pd.DataFrame:
     time to accuracy."""
     parts = []
     for _, group in runs.dropna(subset=["images_per_s"]).groupby("setting"):
-        g = (group.groupby(["setting", "algorithm", "bn_group", "world_size"], as_index=False)
-             .agg(runs=("run", "count"), images_per_s=("images_per_s", "median"), tta_median_s=("tta_s", "median"),
-                  tta_mlperf_s=("tta_s", mlperf_score)).sort_values("world_size"))
+        g = (
+            group.groupby(["setting", "algorithm", "bn_group", "world_size"], as_index=False)
+            .agg(
+                runs=("run", "count"),
+                images_per_s=("images_per_s", "median"),
+                tta_median_s=("tta_s", "median"),
+                tta_mlperf_s=("tta_s", mlperf_score),
+            )
+            .sort_values("world_size")
+        )
         n0, t0 = g["world_size"].iloc[0], g["images_per_s"].iloc[0]
         g["ideal_images_per_s"] = g["world_size"] / n0 * t0
         g["efficiency"] = g["images_per_s"] / g["ideal_images_per_s"]
@@ -127,19 +172,40 @@ def load_baselines(path: Path) -> pd.DataFrame:
     return frame
 
 
-def comparison(runs: pd.DataFrame, baselines: pd.DataFrame, scale: pd.DataFrame | None = None,
-               projected: pd.DataFrame | None = None) -> pd.DataFrame:
+def comparison(
+    runs: pd.DataFrame,
+    baselines: pd.DataFrame,
+    scale: pd.DataFrame | None = None,
+    projected: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     """Measured runs, cost-model projections and published results, each row saying which it is."""
-    measured = pd.DataFrame({
-        "work": "this cluster: " + runs["run"], "accelerators": runs["world_size"], "top1": runs["best_top1"],
-        "time_s": runs["tta_s"], "images_per_s": runs["images_per_s"], "cite": "measured here", "source": "measured",
-    })
+    measured = pd.DataFrame(
+        {
+            "work": "this cluster: " + runs["run"],
+            "accelerators": runs["world_size"],
+            "top1": runs["best_top1"],
+            "time_s": runs["tta_s"],
+            "images_per_s": runs["images_per_s"],
+            "cite": "measured here",
+            "source": "measured",
+        }
+    )
     if scale is not None and len(scale) and len(runs):
-        eff = runs[["setting", "world_size"]].merge(scale[["setting", "world_size", "efficiency"]], how="left",
-                                                    on=["setting", "world_size"])
+        eff = runs[["setting", "world_size"]].merge(
+            scale[["setting", "world_size", "efficiency"]], how="left", on=["setting", "world_size"]
+        )
         measured["scaling_efficiency"] = eff["efficiency"].to_numpy()
-    cols = ["work", "accelerators", "top1", "time_s", "images_per_s", "scaling_efficiency", "allreduce_ms", "cite",
-            "source"]
+    cols = [
+        "work",
+        "accelerators",
+        "top1",
+        "time_s",
+        "images_per_s",
+        "scaling_efficiency",
+        "allreduce_ms",
+        "cite",
+        "source",
+    ]
     parts = [measured.reindex(columns=cols), baselines.reindex(columns=cols)]
     if projected is not None and len(projected):
         parts.insert(1, projected.reindex(columns=cols))
@@ -152,29 +218,73 @@ def projections(costmodel_path: Path | None) -> pd.DataFrame:
     if costmodel_path is None:
         return pd.DataFrame(columns=cols)
     doc = load_json(costmodel_path)
-    rows = [{"work": f"projected: {p['algorithm']} on a {p['topology']} ({p['fit_regime']} fit)",
-             "accelerators": p["ranks"], "allreduce_ms": p["ms"], "cite": "cost model fitted here",
-             "source": "projected"} for p in doc.get("projection", [])]
+    rows = [
+        {
+            "work": f"projected: {p['algorithm']} on a {p['topology']} ({p['fit_regime']} fit)",
+            "accelerators": p["ranks"],
+            "allreduce_ms": p["ms"],
+            "cite": "cost model fitted here",
+            "source": "projected",
+        }
+        for p in doc.get("projection", [])
+    ]
     return pd.DataFrame(rows, columns=cols)
 
 
-SIMULATED_COLUMNS = ["platform", "algorithm", "ranks", "dtype", "allreduce_s", "busbw_GBps", "images_per_s",
-                     "efficiency", "time_90_epochs_s", "source"]
-PAPERS_COLUMNS = ["paper", "claim", "platform", "algorithm", "ranks", "dtype", "metric", "published", "simulated",
-                  "simulated_over_published", "within_20pct", "assumption_to_revisit", "cite"]
-VALIDATION_COLUMNS = ["algorithm", "modelled_as", "ranks", "bytes", "regime", "platform", "measured_s", "simulated_s",
-                      "ratio"]
+SIMULATED_COLUMNS = [
+    "platform",
+    "algorithm",
+    "ranks",
+    "dtype",
+    "allreduce_s",
+    "busbw_GBps",
+    "images_per_s",
+    "efficiency",
+    "time_90_epochs_s",
+    "source",
+]
+PAPERS_COLUMNS = [
+    "paper",
+    "claim",
+    "platform",
+    "algorithm",
+    "ranks",
+    "dtype",
+    "metric",
+    "published",
+    "simulated",
+    "simulated_over_published",
+    "within_20pct",
+    "assumption_to_revisit",
+    "cite",
+]
+VALIDATION_COLUMNS = [
+    "algorithm",
+    "modelled_as",
+    "ranks",
+    "bytes",
+    "regime",
+    "platform",
+    "measured_s",
+    "simulated_s",
+    "ratio",
+]
 
 
 def simulation(sim_dir: Path | None) -> dict[str, pd.DataFrame]:
     """The simulation's tables (scale -> simulated, papers, validation); empty ones when it did not run."""
-    names = {"simulated.csv": ("scale.csv", "simulate-scale", SIMULATED_COLUMNS),
-             "papers.csv": ("papers.csv", "simulate-scale", PAPERS_COLUMNS),
-             "validation.csv": ("validation.csv", "simulate-validate", VALIDATION_COLUMNS)}
+    names = {
+        "simulated.csv": ("scale.csv", "simulate-scale", SIMULATED_COLUMNS),
+        "papers.csv": ("papers.csv", "simulate-scale", PAPERS_COLUMNS),
+        "validation.csv": ("validation.csv", "simulate-validate", VALIDATION_COLUMNS),
+    }
     out = {}
     for name, (source, writer, cols) in names.items():
-        out[name] = (read_csv(sim_dir / source, writer).reindex(columns=cols) if sim_dir is not None
-                     else pd.DataFrame(columns=cols))
+        out[name] = (
+            read_csv(sim_dir / source, writer).reindex(columns=cols)
+            if sim_dir is not None
+            else pd.DataFrame(columns=cols)
+        )
     return out
 
 
@@ -183,18 +293,28 @@ def simulated_rows(scale: pd.DataFrame) -> pd.DataFrame:
     cols = ["work", "accelerators", "time_s", "images_per_s", "scaling_efficiency", "allreduce_ms", "cite", "source"]
     if not len(scale):
         return pd.DataFrame(columns=cols)
-    return pd.DataFrame({
-        "work": "simulated: " + scale["algorithm"] + " on " + scale["platform"] + " (" + scale["dtype"] + ")",
-        "accelerators": scale["ranks"], "time_s": scale["time_90_epochs_s"], "images_per_s": scale["images_per_s"],
-        "scaling_efficiency": scale["efficiency"], "allreduce_ms": scale["allreduce_s"] * 1e3,
-        "cite": "SimGrid on config/platforms.yaml", "source": "simulated"}, columns=cols)
+    return pd.DataFrame(
+        {
+            "work": "simulated: " + scale["algorithm"] + " on " + scale["platform"] + " (" + scale["dtype"] + ")",
+            "accelerators": scale["ranks"],
+            "time_s": scale["time_90_epochs_s"],
+            "images_per_s": scale["images_per_s"],
+            "scaling_efficiency": scale["efficiency"],
+            "allreduce_ms": scale["allreduce_s"] * 1e3,
+            "cite": "SimGrid on config/platforms.yaml",
+            "source": "simulated",
+        },
+        columns=cols,
+    )
 
 
 def simulation_metrics(sim: dict[str, pd.DataFrame]) -> dict[str, Any]:
     """For DVC: the simulator's median error against this machine per rank count, and each claim's simulated value."""
     val = sim["validation.csv"]
     big = val[val["bytes"] >= 64 << 10] if len(val) else val
-    errors = {f"n{int(n)}": _clean((g["ratio"] - 1).abs().median()) for n, g in big.groupby("ranks")} if len(big) else {}
+    errors = (
+        {f"n{int(n)}": _clean((g["ratio"] - 1).abs().median()) for n, g in big.groupby("ranks")} if len(big) else {}
+    )
     claims = {f"{r['paper']}: {r['claim']}": _clean(r["simulated"]) for _, r in sim["papers.csv"].iterrows()}
     return {"validation_median_abs_error_64KiB_up": errors, "claims": claims}
 
@@ -216,18 +336,31 @@ def _clean(value: Any) -> Any:
 
 def metrics(runs: pd.DataFrame, scale: pd.DataFrame, bench: pd.DataFrame) -> dict[str, Any]:
     """The DVC metrics document: a summary plus per-run and per-benchmark numbers."""
-    per = {r["run"]: {k: _clean(r.get(k)) for k in ("tta_s", "best_top1", "images_per_s", "allreduce_share",
-                                                         "startup_s", "stage_s", "downtime_s")}
-           for _, r in runs.iterrows()}
-    scaled = {f"{r['setting']}-n{int(r['world_size'])}": {"images_per_s": _clean(r["images_per_s"]),
-                                                           "efficiency": _clean(r["efficiency"]), "runs": int(r["runs"]),
-                                                           "tta_median_s": _clean(r["tta_median_s"]),
-                                                           "tta_mlperf_s": _clean(r["tta_mlperf_s"])}
-              for _, r in scale.iterrows()}
-    peak = {f"{a}-n{int(n)}": _clean(g["busbw_GBps"].max()) for (a, n), g in bench.groupby(["algorithm", "world_size"])} if len(bench) else {}
+    per = {
+        r["run"]: {
+            k: _clean(r.get(k))
+            for k in ("tta_s", "best_top1", "images_per_s", "allreduce_share", "startup_s", "stage_s", "downtime_s")
+        }
+        for _, r in runs.iterrows()
+    }
+    scaled = {
+        f"{r['setting']}-n{int(r['world_size'])}": {
+            "images_per_s": _clean(r["images_per_s"]),
+            "efficiency": _clean(r["efficiency"]),
+            "runs": int(r["runs"]),
+            "tta_median_s": _clean(r["tta_median_s"]),
+            "tta_mlperf_s": _clean(r["tta_mlperf_s"]),
+        }
+        for _, r in scale.iterrows()
+    }
+    peak = (
+        {f"{a}-n{int(n)}": _clean(g["busbw_GBps"].max()) for (a, n), g in bench.groupby(["algorithm", "world_size"])}
+        if len(bench)
+        else {}
+    )
     reached = runs["tta_s"].notna() if len(runs) else pd.Series(dtype=bool)
     summary = {
-        "runs": int(len(runs)),
+        "runs": len(runs),
         "runs_reaching_target": int(reached.sum()),
         "best_top1": _clean(runs["best_top1"].max()) if len(runs) else None,
         "fastest_tta_s": _clean(runs["tta_s"].min()) if reached.any() else None,
@@ -237,24 +370,55 @@ def metrics(runs: pd.DataFrame, scale: pd.DataFrame, bench: pd.DataFrame) -> dic
     return {"summary": summary, "runs": per, "scaling": scaled, "bench_peak_busbw_GBps": peak}
 
 
-def analyze(tables_dir: Path, baselines_path: Path, metrics_path: Path, out: Path,
-            costmodel_path: Path | None = None, sim_dir: Path | None = None) -> dict[str, Any]:
+def analyze(
+    tables_dir: Path,
+    baselines_path: Path,
+    metrics_path: Path,
+    out: Path,
+    costmodel_path: Path | None = None,
+    sim_dir: Path | None = None,
+) -> dict[str, Any]:
     """Write metrics.json and the analysis CSVs; return the metrics."""
     tables = read_tables(tables_dir)
-    runs = per_run(tables) if len(tables["runs"]) else pd.DataFrame(columns=[
-        "run", "setting", "variant", "algorithm", "world_size", "bn_group", "seed", "repetition", "optimizer",
-        "global_batch", "tta_s", "best_top1", "final_top1", "status", "images_per_s", "source"])
+    runs = (
+        per_run(tables)
+        if len(tables["runs"])
+        else pd.DataFrame(
+            columns=[
+                "run",
+                "setting",
+                "variant",
+                "algorithm",
+                "world_size",
+                "bn_group",
+                "seed",
+                "repetition",
+                "optimizer",
+                "global_batch",
+                "tta_s",
+                "best_top1",
+                "final_top1",
+                "status",
+                "images_per_s",
+                "source",
+            ]
+        )
+    )
     scale = scaling(runs)
     bench = busbw(tables["bench"])
     sim = simulation(sim_dir)
     projected = pd.concat([projections(costmodel_path), simulated_rows(sim["simulated.csv"])], ignore_index=True)
     out.mkdir(parents=True, exist_ok=True)
     outputs = {
-        "runs.csv": runs, "scaling.csv": scale, "busbw.csv": bench,
+        "runs.csv": runs,
+        "scaling.csv": scale,
+        "busbw.csv": bench,
         "comparison.csv": comparison(runs, load_baselines(baselines_path), scale, projected),
         "tta.csv": tables["evals"][["run", "algorithm", "world_size", "epoch", "elapsed_s", "top1", "top5"]]
-        if len(tables["evals"]) else pd.DataFrame(columns=["run", "algorithm", "world_size", "epoch", "elapsed_s", "top1", "top5"]),
-        "accuracy.csv": accuracy.agreement(runs), "recipes.csv": accuracy.recipes(runs),
+        if len(tables["evals"])
+        else pd.DataFrame(columns=["run", "algorithm", "world_size", "epoch", "elapsed_s", "top1", "top5"]),
+        "accuracy.csv": accuracy.agreement(runs),
+        "recipes.csv": accuracy.recipes(runs),
         **sim,
     }
     for name, frame in outputs.items():

@@ -9,8 +9,9 @@ from __future__ import annotations
 import csv
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 
@@ -27,8 +28,16 @@ def grid_point(record: dict[str, Any]) -> dict[str, Any]:
     bn, seed, rep = train.get("bn_group", 1), train.get("seed", 0), record.get("repetition", 0)
     algo, world, variant = record["algorithm"], record["world_size"], train.get("variant", "base")
     setting = f"{algo}-g{bn}" if variant == "base" else f"{variant}-{algo}-g{bn}"
-    return {"run": run_id(variant, algo, world, bn, seed, rep), "setting": setting, "variant": variant,
-            "algorithm": algo, "world_size": world, "bn_group": str(bn), "seed": seed, "repetition": rep}
+    return {
+        "run": run_id(variant, algo, world, bn, seed, rep),
+        "setting": setting,
+        "variant": variant,
+        "algorithm": algo,
+        "world_size": world,
+        "bn_group": str(bn),
+        "seed": seed,
+        "repetition": rep,
+    }
 
 
 def load_json(path: Path) -> dict[str, Any]:
@@ -47,8 +56,11 @@ def training_clock(events: list[dict[str, Any]]) -> tuple[Callable[[dict[str, An
     run_resume is waiting (the queue, a restart), not training, so time-to-accuracy leaves it out.
     """
     t0 = next(e["time_ms"] for e in events if e["key"] == "run_start")
-    gaps = [(e["time_ms"], e["time_ms"] - prev["time_ms"])
-            for prev, e in zip(events, events[1:]) if e["key"] == "run_resume"]
+    gaps = [
+        (e["time_ms"], e["time_ms"] - prev["time_ms"])
+        for prev, e in zip(events, events[1:])
+        if e["key"] == "run_resume"
+    ]
 
     def elapsed(e: dict[str, Any]) -> float:
         waited = sum(gap for at, gap in gaps if at <= e["time_ms"])
@@ -66,28 +78,63 @@ def run_tables(run_json: Path) -> dict[str, list[dict[str, Any]]]:
     first_epoch = next((e for e in events if e["key"] == "epoch_start"), None)
     train = record["config"]["train"]
     out: dict[str, list[dict[str, Any]]] = {name: [] for name in TABLES}
-    out["runs"].append(keys | {
-        "status": record["status"], "seconds": record["seconds"], "model": train["model"],
-        "global_batch": train["batch_per_rank"] * record["world_size"], "optimizer": train["optimizer"],
-        "epochs": train["epochs"],
-        "target_top1": train["target_top1"], "final_top1": (record["final"] or {}).get("top1"),
-        "startup_s": elapsed(first_epoch) if first_epoch else None, "hosts": len(set(record["hosts"])),
-        "nodes": len(record.get("nodes") or []) or None,  # SLURM nodes (two slurmd on one host are two)
-        "stage_s": stage_seconds(Path(run_json).parent / "stage.json"), "downtime_s": downtime,
-    })
+    out["runs"].append(
+        keys
+        | {
+            "status": record["status"],
+            "seconds": record["seconds"],
+            "model": train["model"],
+            "global_batch": train["batch_per_rank"] * record["world_size"],
+            "optimizer": train["optimizer"],
+            "epochs": train["epochs"],
+            "target_top1": train["target_top1"],
+            "final_top1": (record["final"] or {}).get("top1"),
+            "startup_s": elapsed(first_epoch) if first_epoch else None,
+            "hosts": len(set(record["hosts"])),
+            "nodes": len(record.get("nodes") or []) or None,  # SLURM nodes (two slurmd on one host are two)
+            "stage_s": stage_seconds(Path(run_json).parent / "stage.json"),
+            "downtime_s": downtime,
+        }
+    )
     for e in events:
         m = e["metadata"]
         if e["key"] == "epoch_stop":
-            out["epochs"].append(keys | {"epoch": m["epoch_num"], "seconds": m["seconds"], "images": m["images"],
-                                         "images_per_s": m["images_per_s"], "elapsed_s": elapsed(e)})
+            out["epochs"].append(
+                keys
+                | {
+                    "epoch": m["epoch_num"],
+                    "seconds": m["seconds"],
+                    "images": m["images"],
+                    "images_per_s": m["images_per_s"],
+                    "elapsed_s": elapsed(e),
+                }
+            )
         elif e["key"] == "eval_accuracy":
-            out["evals"].append(keys | {"epoch": m["epoch_num"], "top1": e["value"], "top5": m["top5"],
-                                        "samples": m.get("samples"), "elapsed_s": elapsed(e)})
+            out["evals"].append(
+                keys
+                | {
+                    "epoch": m["epoch_num"],
+                    "top1": e["value"],
+                    "top5": m["top5"],
+                    "samples": m.get("samples"),
+                    "elapsed_s": elapsed(e),
+                }
+            )
         elif e["key"] == "step":
-            out["steps"].append(keys | {"step": e["value"], "epoch": m["epoch_num"], "batch": m["batch"], "loss": m["loss"],
-                                        "data_s": m["data_s"], "fwd_bwd_s": m["fwd_bwd_s"],
-                                        "allreduce_s": m["allreduce_s"], "optimizer_s": m["optimizer_s"],
-                                        "allreduce_wait_s": m.get("allreduce_wait_s")})
+            out["steps"].append(
+                keys
+                | {
+                    "step": e["value"],
+                    "epoch": m["epoch_num"],
+                    "batch": m["batch"],
+                    "loss": m["loss"],
+                    "data_s": m["data_s"],
+                    "fwd_bwd_s": m["fwd_bwd_s"],
+                    "allreduce_s": m["allreduce_s"],
+                    "optimizer_s": m["optimizer_s"],
+                    "allreduce_wait_s": m.get("allreduce_wait_s"),
+                }
+            )
     return out
 
 
@@ -107,9 +154,13 @@ def bench_rows(record: dict[str, Any]) -> list[dict[str, Any]]:
     rebuilds the schedule the row measured.
     """
     ranks, cores = record.get("ranks_per_node"), record.get("cores_per_node")
-    extra = {"world_size": record["world_size"], "hosts": len(set(record["hosts"])),
-             "ranks_per_core": ranks / cores if ranks and cores else None,
-             "comm": record.get("params") or {}, "nodes": record.get("nodes") or []}
+    extra = {
+        "world_size": record["world_size"],
+        "hosts": len(set(record["hosts"])),
+        "ranks_per_core": ranks / cores if ranks and cores else None,
+        "comm": record.get("params") or {},
+        "nodes": record.get("nodes") or [],
+    }
     return [row | extra for row in record["rows"]]
 
 
@@ -150,8 +201,9 @@ class _Table:
             self.tmp.unlink(missing_ok=True)
 
 
-def collect(runs: list[Path], benches: list[Path], out: Path,
-            progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
+def collect(
+    runs: list[Path], benches: list[Path], out: Path, progress: Callable[[int, int], None] | None = None
+) -> dict[str, int]:
     """Write runs/epochs/evals/steps/bench CSVs to ``out``, one run in memory at a time; return the row counts.
 
     A sweep's step logs outgrow memory (millions of steps at 256 ranks); each run's events are read,

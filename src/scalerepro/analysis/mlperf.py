@@ -30,10 +30,25 @@ def platform(record: dict[str, Any]) -> str:
 
 def submission(record: dict[str, Any], time_ms: int, org: str, status: str) -> list[dict[str, Any]]:
     """The records in front of the run's events: submission_* and cache_clear."""
-    values = {"submission_benchmark": "resnet", "submission_division": "open", "submission_org": org,
-              "submission_platform": platform(record), "submission_status": status, "cache_clear": False}
-    return [{"namespace": NAMESPACE, "time_ms": time_ms, "event_type": "POINT_IN_TIME", "key": key, "value": value,
-             "metadata": {}} for key, value in values.items()]
+    values = {
+        "submission_benchmark": "resnet",
+        "submission_division": "open",
+        "submission_org": org,
+        "submission_platform": platform(record),
+        "submission_status": status,
+        "cache_clear": False,
+    }
+    return [
+        {
+            "namespace": NAMESPACE,
+            "time_ms": time_ms,
+            "event_type": "POINT_IN_TIME",
+            "key": key,
+            "value": value,
+            "metadata": {},
+        }
+        for key, value in values.items()
+    ]
 
 
 def mllog(run_dir: Path, record: dict[str, Any], org: str = "scalerepro", status: str = "research") -> list[str]:

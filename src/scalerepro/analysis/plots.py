@@ -9,15 +9,24 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
 
-from scalerepro.analysis.accuracy import REFERENCE  # noqa: E402
-from scalerepro.analysis.collect import read_csv  # noqa: E402
+from scalerepro.analysis.accuracy import REFERENCE
+from scalerepro.analysis.collect import read_csv
 
-FIGURES = ("scaling.png", "scaling_efficiency.png", "time_to_accuracy.png", "allreduce_busbw.png", "step_breakdown.png",
-           "simulation_validation.png", "simulation_scale.png", "accuracy_by_algorithm.png", "recipe_effects.png")
+FIGURES = (
+    "scaling.png",
+    "scaling_efficiency.png",
+    "time_to_accuracy.png",
+    "allreduce_busbw.png",
+    "step_breakdown.png",
+    "simulation_validation.png",
+    "simulation_scale.png",
+    "accuracy_by_algorithm.png",
+    "recipe_effects.png",
+)
 
 
 def _save(fig: plt.Figure, path: Path) -> Path:
@@ -68,15 +77,25 @@ def scaling_plot(scale: pd.DataFrame, comparison: pd.DataFrame, path: Path, sim:
     if len(scale):
         sns.lineplot(data=scale, x="world_size", y="images_per_s", hue="setting", marker="o", ax=ax)
         ideal = scale.groupby("world_size", as_index=False)["ideal_images_per_s"].max()
-        ax.plot(ideal["world_size"], ideal["ideal_images_per_s"], "k--", lw=1, label="ideal (linear, from the smallest)")
+        ax.plot(
+            ideal["world_size"], ideal["ideal_images_per_s"], "k--", lw=1, label="ideal (linear, from the smallest)"
+        )
     pub = published_rows(comparison, "images_per_s")
     if len(pub):
-        ax.scatter(pub["accelerators"], pub["images_per_s"], marker="X", s=60, color="black", label="published (ResNet-50)")
+        ax.scatter(
+            pub["accelerators"], pub["images_per_s"], marker="X", s=60, color="black", label="published (ResNet-50)"
+        )
         seen: dict[float, int] = {}
         for row in pub.sort_values("images_per_s", ascending=False).itertuples(index=False):
             k = seen[row.accelerators] = seen.get(row.accelerators, -1) + 1  # stack labels that share an x
-            ax.annotate(f"{str(row.work).split(' (')[0]}: {row.images_per_s:,.0f}", (row.accelerators, row.images_per_s),
-                        fontsize=7, xytext=(-6, -12 - 9 * k), textcoords="offset points", ha="right")
+            ax.annotate(
+                f"{str(row.work).split(' (')[0]}: {row.images_per_s:,.0f}",
+                (row.accelerators, row.images_per_s),
+                fontsize=7,
+                xytext=(-6, -12 - 9 * k),
+                textcoords="offset points",
+                ha="right",
+            )
     if len(scale) or len(pub) or (sim is not None and len(sim)):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
@@ -99,16 +118,24 @@ def efficiency_plot(scale: pd.DataFrame, comparison: pd.DataFrame, path: Path, s
     if len(pub):
         ax.scatter(pub["accelerators"], pub["scaling_efficiency"], marker="X", s=60, color="black", label="published")
         for row in pub.itertuples(index=False):
-            ax.annotate(f"{str(row.work).split(' (')[0]}: {row.scaling_efficiency:.0%}",
-                        (row.accelerators, row.scaling_efficiency), fontsize=7, xytext=(-6, -12),
-                        textcoords="offset points", ha="right")
+            ax.annotate(
+                f"{str(row.work).split(' (')[0]}: {row.scaling_efficiency:.0%}",
+                (row.accelerators, row.scaling_efficiency),
+                fontsize=7,
+                xytext=(-6, -12),
+                textcoords="offset points",
+                ha="right",
+            )
     if len(scale) or len(pub) or (sim is not None and len(sim)):
         ax.set_xscale("log", base=2)
         ax.legend(title="all-reduce-g<BN group> (measured here)", fontsize=7)
     else:
         _empty(ax, "training runs")
-    ax.set(title="Scaling efficiency vs the smallest rank count", xlabel="ranks (accelerators)",
-           ylabel="scaling efficiency (fraction of linear)")
+    ax.set(
+        title="Scaling efficiency vs the smallest rank count",
+        xlabel="ranks (accelerators)",
+        ylabel="scaling efficiency (fraction of linear)",
+    )
     return _save(fig, path)
 
 
@@ -129,8 +156,15 @@ def tta_plot(tta: pd.DataFrame, runs: pd.DataFrame, path: Path) -> Path:
 
 def _by_size(ax: plt.Axes, data: pd.DataFrame, y: str) -> None:
     """``y`` against message size (log 2), a line per algorithm and rank count."""
-    sns.lineplot(data=data.assign(ranks=data["ranks"].astype(str)), x="bytes", y=y, hue="algorithm", style="ranks",
-                 marker="o", ax=ax)
+    sns.lineplot(
+        data=data.assign(ranks=data["ranks"].astype(str)),
+        x="bytes",
+        y=y,
+        hue="algorithm",
+        style="ranks",
+        marker="o",
+        ax=ax,
+    )
     ax.set_xscale("log", base=2)
     ax.legend(title="algorithm / ranks", fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
@@ -142,23 +176,34 @@ def busbw_plot(bench: pd.DataFrame, path: Path) -> Path:
         _by_size(ax, bench.assign(ranks=bench["world_size"]), "busbw_GBps")
     else:
         _empty(ax, "benchmark points")
-    ax.set(title="All-reduce bus bandwidth (busbw = algbw x 2(p-1)/p)", xlabel="message size per rank (bytes)",
-           ylabel="busbw (GB/s)")
+    ax.set(
+        title="All-reduce bus bandwidth (busbw = algbw x 2(p-1)/p)",
+        xlabel="message size per rank (bytes)",
+        ylabel="busbw (GB/s)",
+    )
     return _save(fig, path)
 
 
 def breakdown_plot(runs: pd.DataFrame, path: Path) -> Path:
     """Share of step time in data wait, forward+backward, all-reduce and optimizer, per run."""
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
-    cols = {"data_share": "data wait", "fwd_bwd_share": "forward+backward", "allreduce_share": "all-reduce",
-            "optimizer_share": "optimizer"}
+    cols = {
+        "data_share": "data wait",
+        "fwd_bwd_share": "forward+backward",
+        "allreduce_share": "all-reduce",
+        "optimizer_share": "optimizer",
+    }
     if len(runs) and set(cols) <= set(runs.columns):
         shares = runs.set_index("run")[list(cols)].rename(columns=cols)
         shares.plot.bar(stacked=True, ax=ax, colormap="tab10", rot=20)
         ax.legend(title="phase", fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     else:
         _empty(ax, "training steps")
-    ax.set(title="Where a training step's time goes", xlabel="run (algorithm-n<ranks>-g<BN group>-s<seed>-r<repetition>)", ylabel="share of step time")
+    ax.set(
+        title="Where a training step's time goes",
+        xlabel="run (algorithm-n<ranks>-g<BN group>-s<seed>-r<repetition>)",
+        ylabel="share of step time",
+    )
     return _save(fig, path)
 
 
@@ -174,8 +219,11 @@ def validation_plot(validation: pd.DataFrame, path: Path) -> Path:
         ax.set_yscale("log")
     else:
         _empty(ax, "simulation of this machine")
-    ax.set(title="SimGrid against this machine (dotted: +-25%, dashed: 64 KiB)", xlabel="message size per rank (bytes)",
-           ylabel="simulated / measured time")
+    ax.set(
+        title="SimGrid against this machine (dotted: +-25%, dashed: 64 KiB)",
+        xlabel="message size per rank (bytes)",
+        ylabel="simulated / measured time",
+    )
     return _save(fig, path)
 
 
@@ -186,9 +234,19 @@ def simulation_scale_plot(sim: pd.DataFrame, path: Path) -> Path:
         fig, ax = plt.subplots(figsize=(6, 4))
         _empty(ax, "simulation at scale")
         return _save(fig, path)
-    grid = sns.relplot(data=data.assign(ms=data["allreduce_s"] * 1e3), x="ranks", y="ms", hue="algorithm",
-                       col="platform", col_wrap=2, kind="line", marker="o", height=3, aspect=1.3,
-                       facet_kws={"sharey": False})
+    grid = sns.relplot(
+        data=data.assign(ms=data["allreduce_s"] * 1e3),
+        x="ranks",
+        y="ms",
+        hue="algorithm",
+        col="platform",
+        col_wrap=2,
+        kind="line",
+        marker="o",
+        height=3,
+        aspect=1.3,
+        facet_kws={"sharey": False},
+    )
     grid.set(xscale="log", yscale="log")
     grid.set_axis_labels("ranks (accelerators)", "all-reduce per step (ms)")
     grid.figure.suptitle("ResNet-50 gradients (float32, as training buckets them), simulated", y=1.02)
@@ -208,7 +266,9 @@ def accuracy_plot(tta: pd.DataFrame, agreement: pd.DataFrame, runs: pd.DataFrame
     if len(agreement):
         key = agreement.groupby(["variant", "world_size", "bn_group", "seed"]).size().idxmax()
         variant, world, bn, seed = key
-        same = runs[(runs["variant"] == variant) & (runs["world_size"] == world) & (runs["bn_group"].astype(str) == str(bn))]
+        same = runs[
+            (runs["variant"] == variant) & (runs["world_size"] == world) & (runs["bn_group"].astype(str) == str(bn))
+        ]
         at_seed = same[same["seed"] == seed].set_index("run")["algorithm"]
         sns.lineplot(data=_curves(tta, at_seed), x="epoch", y="top1", hue="label", marker="o", ax=ax, lw=1)
         others = same[(same["algorithm"] == REFERENCE) & (same["seed"] != seed)].set_index("run")["seed"]
@@ -217,8 +277,11 @@ def accuracy_plot(tta: pd.DataFrame, agreement: pd.DataFrame, runs: pd.DataFrame
         ax.legend(title=f"{world} ranks, {variant}, seed {seed}", fontsize=7)
     else:
         _empty(ax, "algorithm comparison")
-    ax.set(title="Same seed, every all-reduce: accuracy agrees up to summation order", xlabel="epoch",
-           ylabel="validation top-1 (fraction)")
+    ax.set(
+        title="Same seed, every all-reduce: accuracy agrees up to summation order",
+        xlabel="epoch",
+        ylabel="validation top-1 (fraction)",
+    )
     return _save(fig, path)
 
 
@@ -232,7 +295,11 @@ def recipe_plot(tta: pd.DataFrame, recipes: pd.DataFrame, path: Path) -> Path:
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), sharey=True)
     if len(recipes):
         small = recipes["global_batch"].min()
-        bn = recipes[(recipes["optimizer"] == "sgd") & (recipes["global_batch"] == small) & (recipes["seed"] == recipes["seed"].min())]
+        bn = recipes[
+            (recipes["optimizer"] == "sgd")
+            & (recipes["global_batch"] == small)
+            & (recipes["seed"] == recipes["seed"].min())
+        ]
         labels = _prefer_base(bn, ["bn_group"]).set_index("run")["bn_group"].map(lambda g: f"BN over {g} rank(s)")
         sns.lineplot(data=_curves(tta, labels), x="epoch", y="top1", hue="label", marker="o", ax=axes[0])
         opt = recipes[(recipes["bn_group"].astype(str) == "1") & (recipes["seed"] == recipes["seed"].min())]
@@ -254,6 +321,7 @@ def recipe_plot(tta: pd.DataFrame, recipes: pd.DataFrame, path: Path) -> Path:
 
 def plot_all(analysis_dir: Path, out: Path) -> list[Path]:
     """Every figure, from the analysis CSVs."""
+
     def read(name: str) -> pd.DataFrame:
         return read_csv(analysis_dir / name, "analyze")
 

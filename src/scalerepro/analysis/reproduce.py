@@ -8,9 +8,10 @@ would take), ``not in this run`` (the runs a measurement needs are not in the sw
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 import yaml
@@ -43,8 +44,9 @@ def _largest(frame: pd.DataFrame, column: str) -> pd.DataFrame:
     return frame[frame[column] == frame[column].max()]
 
 
-def busbw_ratio(tables: dict[str, pd.DataFrame], algorithm: str, over: str, needs: str | None = None,
-                **_: Any) -> Measured:
+def busbw_ratio(
+    tables: dict[str, pd.DataFrame], algorithm: str, over: str, needs: str | None = None, **_: Any
+) -> Measured:
     """Median bus bandwidth of ``algorithm`` over ``over``'s at the bench's largest rank count and message;
     ``needs``: why a sweep may leave the pair out (then the claim is not measurable here, not missing)."""
     bench = tables["busbw"]
@@ -55,8 +57,11 @@ def busbw_ratio(tables: dict[str, pd.DataFrame], algorithm: str, over: str, need
     top = _largest(_largest(pair, "world_size"), "bytes")
     ran_as = _ran_as(top[top["algorithm"] == algorithm])
     if ran_as not in (None, algorithm):
-        return Measured(None, f"{algorithm} ran as {ran_as} here (one node, or too few ranks for its shape)",
-                        f"not measurable here: {algorithm} needs several nodes to differ from {ran_as}")
+        return Measured(
+            None,
+            f"{algorithm} ran as {ran_as} here (one node, or too few ranks for its shape)",
+            f"not measurable here: {algorithm} needs several nodes to differ from {ran_as}",
+        )
     rates = top.groupby("algorithm")["busbw_GBps"].median()
     ratio = float(rates[algorithm] / rates[over])
     world, size = int(top["world_size"].iloc[0]), int(top["bytes"].iloc[0])
@@ -83,12 +88,14 @@ def accuracy_agreement(tables: dict[str, pd.DataFrame], algorithm: str, **_: Any
     noise = row["noise"]
     text = f"top-1 {row['final_top1']:.3f} against ring's {row['ring_top1']:.3f} at {int(row['world_size'])} ranks"
     if pd.isna(noise):
-        return Measured(float(row["diff"]), text + "; neither a second seed nor the eval size to judge it by",
-                        "not in this run")
+        return Measured(
+            float(row["diff"]), text + "; neither a second seed nor the eval size to judge it by", "not in this run"
+        )
     seeds = "n/a" if pd.isna(row["seed_range"]) else f"{row['seed_range']:.3f} over {int(row['noise_seeds'])} seeds"
     text += f" (noise {noise:.3f}: seed range {seeds}, eval sampling error {row['eval_error']:.3f})"
-    return judged(float(row["diff"]), text, bool(row["within_noise"]),
-                  f"differs by {abs(row['diff']):.3f}, beyond the noise")
+    return judged(
+        float(row["diff"]), text, bool(row["within_noise"]), f"differs by {abs(row['diff']):.3f}, beyond the noise"
+    )
 
 
 def _select(recipes: pd.DataFrame, where: dict[str, Any]) -> pd.DataFrame:
@@ -113,8 +120,10 @@ def recipe_delta(tables: dict[str, pd.DataFrame], runs: dict[str, Any], against:
     delta = float(ra["final_top1"] - rb["final_top1"])
     noises = tables["accuracy"]["noise"].dropna()
     noise = float(noises.max()) if len(noises) else 0.0
-    text = (f"top-1 {ra['final_top1']:.3f} ({_describe(ra)}) against {rb['final_top1']:.3f} ({_describe(rb)}), "
-            f"{delta:+.3f}; noise {noise:.3f}")
+    text = (
+        f"top-1 {ra['final_top1']:.3f} ({_describe(ra)}) against {rb['final_top1']:.3f} ({_describe(rb)}), "
+        f"{delta:+.3f}; noise {noise:.3f}"
+    )
     return judged(delta, text, delta >= -noise, f"{-delta:.3f} lower, beyond the noise")
 
 
@@ -139,8 +148,9 @@ def not_measurable(tables: dict[str, pd.DataFrame], needs: str, **_: Any) -> Mea
     return Measured(None, "not measured", f"not measurable here: {needs}")
 
 
-MEASURES: dict[str, Callable[..., Measured]] = {f.__name__: f for f in (
-    busbw_ratio, accuracy_agreement, recipe_delta, scaling_efficiency, not_measurable)}
+MEASURES: dict[str, Callable[..., Measured]] = {
+    f.__name__: f for f in (busbw_ratio, accuracy_agreement, recipe_delta, scaling_efficiency, not_measurable)
+}
 
 
 def load_claims(path: Path) -> list[dict[str, Any]]:
@@ -153,8 +163,10 @@ def load_claims(path: Path) -> list[dict[str, Any]]:
         for claim in paper["claims"]:
             kind = claim.get("measure", {}).get("kind")
             if kind not in MEASURES:
-                raise UserError(f"{path}: {paper['paper']}, claim {claim['claim']!r}: measure.kind {kind!r} is not "
-                                f"one of {sorted(MEASURES)}")
+                raise UserError(
+                    f"{path}: {paper['paper']}, claim {claim['claim']!r}: measure.kind {kind!r} is not "
+                    f"one of {sorted(MEASURES)}"
+                )
     return papers
 
 
@@ -167,8 +179,10 @@ def simulated(papers_csv: pd.DataFrame, claim: str | None) -> str:
         return "not simulated yet (run the simulation: make simulate, or simulate.enabled)"
     row = rows.iloc[0]
     if pd.isna(row["simulated"]):
-        return (f"not simulated in this run ({int(row['ranks'])} ranks is above simulate.claims_max_ranks: "
-                "make simulate runs it)")
+        return (
+            f"not simulated in this run ({int(row['ranks'])} ranks is above simulate.claims_max_ranks: "
+            "make simulate runs it)"
+        )
     value = _format(row["metric"], row["simulated"])
     if pd.isna(row["published"]):
         return f"{value} at {int(row['ranks'])} ranks on {row['platform']} (no published number to compare)"
@@ -178,9 +192,12 @@ def simulated(papers_csv: pd.DataFrame, claim: str | None) -> str:
 
 def _format(metric: str, value: float) -> str:
     """A simulated value in the claim's unit."""
-    return {"efficiency": f"{value:.0%} efficiency", "time_90_epochs_s": f"{value / 60:.1f} min for 90 epochs",
-            "images_per_s": f"{value / 1e6:.3f} M images/s", "speedup_over": f"{value:.1f}x faster all-reduce"
-            }.get(metric, f"{value:.3g} {metric}")
+    return {
+        "efficiency": f"{value:.0%} efficiency",
+        "time_90_epochs_s": f"{value / 60:.1f} min for 90 epochs",
+        "images_per_s": f"{value / 1e6:.3f} M images/s",
+        "speedup_over": f"{value:.1f}x faster all-reduce",
+    }.get(metric, f"{value:.3g} {metric}")
 
 
 def cards(papers: list[dict[str, Any]], tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -190,24 +207,44 @@ def cards(papers: list[dict[str, Any]], tables: dict[str, pd.DataFrame]) -> pd.D
         for claim in paper["claims"]:
             params = {k: v for k, v in claim["measure"].items() if k != "kind"}
             got = MEASURES[claim["measure"]["kind"]](tables, **params)
-            rows.append({"paper": paper["paper"], "claim": claim["claim"], "published": claim["published"],
-                         "where": claim["where"], "measured": got.text,
-                         "simulated": simulated(tables["papers"], claim.get("simulated")),
-                         "verdict": got.verdict, "value": got.value, "reproduced": got.reproduced})
+            rows.append(
+                {
+                    "paper": paper["paper"],
+                    "claim": claim["claim"],
+                    "published": claim["published"],
+                    "where": claim["where"],
+                    "measured": got.text,
+                    "simulated": simulated(tables["papers"], claim.get("simulated")),
+                    "verdict": got.verdict,
+                    "value": got.value,
+                    "reproduced": got.reproduced,
+                }
+            )
     return pd.DataFrame(rows, columns=CARD_COLUMNS)
 
 
 def markdown(papers: list[dict[str, Any]], table: pd.DataFrame, command: str) -> str:
     """results/reproduction.md: one card (a heading and a table) per paper."""
-    lines = ["# Reproduction", "", f"Written by `{command}` from this run's results/analysis tables.",
-             "Measured: this run (see results/metrics.json for the machine and rank counts). Simulated: SimGrid "
-             "at the paper's scale (config/platforms.yaml).", ""]
+    lines = [
+        "# Reproduction",
+        "",
+        f"Written by `{command}` from this run's results/analysis tables.",
+        (
+            "Measured: this run (see results/metrics.json for the machine and rank counts). Simulated: SimGrid "
+            "at the paper's scale (config/platforms.yaml)."
+        ),
+        "",
+    ]
     for paper in papers:
         rows = table[table["paper"] == paper["paper"]]
-        lines += [f"## {paper['paper']}: {paper['title']} ({paper['cite']})", "",
-                  f"At the paper's scale: `--configfile config/cluster.yaml {paper['preset']}`.", "",
-                  "| claim | published (where) | measured here | simulated at the paper's scale | verdict |",
-                  "|---|---|---|---|---|"]
+        lines += [
+            f"## {paper['paper']}: {paper['title']} ({paper['cite']})",
+            "",
+            f"At the paper's scale: `--configfile config/cluster.yaml {paper['preset']}`.",
+            "",
+            "| claim | published (where) | measured here | simulated at the paper's scale | verdict |",
+            "|---|---|---|---|---|",
+        ]
         for r in rows.itertuples(index=False):
             lines.append(f"| {r.claim} | {r.published} ({r.where}) | {r.measured} | {r.simulated} | {r.verdict} |")
         lines.append("")
@@ -218,9 +255,11 @@ def metrics(table: pd.DataFrame) -> dict[str, Any]:
     """For DVC: per paper and claim, the measured value, 1/0 reproduced, and the verdict."""
     out: dict[str, Any] = {}
     for r in table.itertuples(index=False):
-        out.setdefault(r.paper, {})[r.claim] = {"value": None if pd.isna(r.value) else float(r.value),
-                                                 "reproduced": None if pd.isna(r.reproduced) else int(r.reproduced),
-                                                 "verdict": r.verdict}
+        out.setdefault(r.paper, {})[r.claim] = {
+            "value": None if pd.isna(r.value) else float(r.value),
+            "reproduced": None if pd.isna(r.reproduced) else int(r.reproduced),
+            "verdict": r.verdict,
+        }
     return out
 
 

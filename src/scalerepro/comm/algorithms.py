@@ -10,18 +10,37 @@ list it in ``MODULES``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Callable
 
 from scalerepro.comm import (
-    gloo, hierarchical, multicolor, multiring, native, nccl, rabenseifner, ring, torus2d, torus2d_3phase,
+    gloo,
+    hierarchical,
+    multicolor,
+    multiring,
+    native,
+    nccl,
+    rabenseifner,
+    ring,
+    torus2d,
+    torus2d_3phase,
 )
 from scalerepro.comm.schedule import Schedule, Spec
 from scalerepro.errors import UserError
 
-MODULES: tuple[ModuleType, ...] = (native, gloo, nccl, ring, rabenseifner, multicolor, multiring, torus2d,
-                                   torus2d_3phase, hierarchical)
+MODULES: tuple[ModuleType, ...] = (
+    native,
+    gloo,
+    nccl,
+    ring,
+    rabenseifner,
+    multicolor,
+    multiring,
+    torus2d,
+    torus2d_3phase,
+    hierarchical,
+)
 AUTO = "auto"  # not a schedule: picks one of the others per size (scalerepro.comm.auto)
 
 

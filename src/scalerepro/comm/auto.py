@@ -57,15 +57,19 @@ class Tuner:
     spec: Spec  # the comm parameters the bench ran with (colors, grid)
 
     @classmethod
-    def load(cls, path: str) -> "Tuner":
+    def load(cls, path: str) -> Tuner:
         """Read ``path`` (a ``scalerepro bench`` JSON); the error names the file and the fix."""
         try:
             record = json.loads(Path(path).read_text())
-            rows = [r | {"world_size": record["world_size"], "comm": record.get("params"),
-                         "nodes": record.get("nodes")} for r in record["rows"]]
+            rows = [
+                r | {"world_size": record["world_size"], "comm": record.get("params"), "nodes": record.get("nodes")}
+                for r in record["rows"]
+            ]
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise UserError(f"comm.tuning={path}: not a readable `scalerepro bench` JSON ({exc}); run "
-                            "`scalerepro bench --out FILE` on this machine and name that file") from None
+            raise UserError(
+                f"comm.tuning={path}: not a readable `scalerepro bench` JSON ({exc}); run "
+                "`scalerepro bench --out FILE` on this machine and name that file"
+            ) from None
         rows = [r for r in rows if r["algorithm"] in ALGORITHMS and r["time_us"] > 0 and not r.get("wrong")]
         if not rows:
             raise UserError(f"comm.tuning={path}: no benchmarked algorithm to choose from")
@@ -74,10 +78,18 @@ class Tuner:
             at = points.setdefault((ran_as(r), r["world_size"]), {})
             at[r["bytes"]] = min(at.get(r["bytes"], math.inf), r["time_us"] * 1e-6)  # load on the machine only adds
         gamma = float(record.get("reduction_s_per_byte") or 0.0)
-        fits = {a: fit(a, rows, gamma) for a in sorted({r["algorithm"] for r in rows})
-                if sum(1 for r in rows if r["algorithm"] == a and r["world_size"] > 1) >= 2}
-        return cls(path, str(record.get("device", "cpu")), {k: smooth(sorted(v.items())) for k, v in points.items()},
-                   fits, row_spec(rows[0] | {"bytes": 0}))
+        fits = {
+            a: fit(a, rows, gamma)
+            for a in sorted({r["algorithm"] for r in rows})
+            if sum(1 for r in rows if r["algorithm"] == a and r["world_size"] > 1) >= 2
+        }
+        return cls(
+            path,
+            str(record.get("device", "cpu")),
+            {k: smooth(sorted(v.items())) for k, v in points.items()},
+            fits,
+            row_spec(rows[0] | {"bytes": 0}),
+        )
 
     def predict(self, algo: str, nbytes: int, p: int) -> float | None:
         """Predicted seconds of ``algo`` for ``nbytes`` on p ranks (None: nothing to predict from)."""
@@ -96,12 +108,17 @@ class Tuner:
     def choose(self, nbytes: int, p: int, device: str) -> str:
         """The candidate with the least predicted time (ties: the first name)."""
         if device != self.device:
-            raise UserError(f"comm.tuning={self.source} was measured on {self.device} buffers, but this all-reduce "
-                            f"is on {device}; bench with --device {device} and name that file")
+            raise UserError(
+                f"comm.tuning={self.source} was measured on {self.device} buffers, but this all-reduce "
+                f"is on {device}; bench with --device {device} and name that file"
+            )
         measured = sorted(a for a, ranks in self.curves if ranks == p)
         algos = measured or sorted({a for a, _ in self.curves} | set(self.fits))  # measured at p ranks, or modelled
-        times = {a: t for a in algos if ALGORITHMS[a].device in (None, device)
-                 and (t := self.predict(a, nbytes, p)) is not None}
+        times = {
+            a: t
+            for a in algos
+            if ALGORITHMS[a].device in (None, device) and (t := self.predict(a, nbytes, p)) is not None
+        }
         if not times:
             raise UserError(f"comm.tuning={self.source}: no algorithm in it can be predicted at {p} ranks")
         return min(sorted(times), key=times.__getitem__)

@@ -117,7 +117,8 @@ class Watchdog:
         print(
             f"scalerepro: error: {name} (collective #{seq}{', ' + where if where else ''}) did not finish within comm.timeout_s="
             f"{self.timeout_s:g} s on rank {me}: {why}. Aborting the job.",
-            file=sys.stderr, flush=True,
+            file=sys.stderr,
+            flush=True,
         )
         time.sleep(0.5)  # let the launcher forward the message before Abort tears the job's stdio down
         MPI.COMM_WORLD.Abort(3)
@@ -158,8 +159,9 @@ class Context:
     process has only one; the parent owns and closes it.
     """
 
-    def __init__(self, comm: MPI.Intracomm | None = None, params: CommParams | None = None,
-                 parent: "Context | None" = None) -> None:
+    def __init__(
+        self, comm: MPI.Intracomm | None = None, params: CommParams | None = None, parent: Context | None = None
+    ) -> None:
         """Wrap ``comm`` (default COMM_WORLD)."""
         self.comm = comm if comm is not None else MPI.COMM_WORLD
         self.params = params or CommParams()
@@ -265,7 +267,7 @@ class Context:
             self._watchdog.close()
             self._watchdog = None
 
-    def __enter__(self) -> "Context":
+    def __enter__(self) -> Context:
         """Use as ``with Context(...) as ctx``."""
         return self
 

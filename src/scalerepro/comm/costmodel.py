@@ -37,9 +37,10 @@ projection uses the dedicated fit when there is one, as on a cluster.
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -93,12 +94,11 @@ class Profile:
     hops: np.ndarray
     reduced: np.ndarray
 
-    def cost(self, net: Network) -> "Cost":
+    def cost(self, net: Network) -> Cost:
         """Seconds on ``net``: per stage its latency, its slowest link, its largest reduction."""
         alpha = np.where(self.hops > 0, self.hops * net.inter_alpha, self.busy * net.intra_alpha)
         beta = np.maximum(self.intra * net.intra_beta, self.inter * net.inter_beta)
-        return Cost(float(alpha.sum()), float(beta.sum()), float(self.reduced.sum() * net.gamma),
-                    int(self.busy.sum()))
+        return Cost(float(alpha.sum()), float(beta.sum()), float(self.reduced.sum() * net.gamma), int(self.busy.sum()))
 
 
 @dataclass(frozen=True)
@@ -195,8 +195,9 @@ def _profile(ranks: Iterable[Schedule], p: int, itemsize: int, layout: Layout) -
     if layout.torus is not None:
         link_k, link, link_bytes, hops = _torus_routes(k, src, dst, nbytes, layout.torus)
     else:
-        link_k, link, link_bytes, hops = _rail_routes(k[~on_node], src[~on_node], dst[~on_node], nbytes[~on_node],
-                                                      p, layout)
+        link_k, link, link_bytes, hops = _rail_routes(
+            k[~on_node], src[~on_node], dst[~on_node], nbytes[~on_node], p, layout
+        )
     inter = _max_per_stage(link_k, link, link_bytes, depth)
     most_hops = np.zeros(depth)
     np.maximum.at(most_hops, k if layout.torus is not None else k[~on_node], hops)
@@ -220,19 +221,25 @@ def _max_per_stage(stage: np.ndarray, key: np.ndarray, amount: np.ndarray, depth
     return out
 
 
-def _rail_routes(k: np.ndarray, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, p: int,
-                 layout: Layout) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _rail_routes(
+    k: np.ndarray, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, p: int, layout: Layout
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Inter-node messages on the sender's outgoing and the receiver's incoming rail (local rank mod rails)."""
     g, rails = layout.ranks_per_node or p, layout.rails
     nodes = -(-p // g)
     out_rail = (src // g) * rails + (src % g) % rails
     in_rail = (nodes + dst // g) * rails + (dst % g) % rails
-    return np.concatenate([k, k]), np.concatenate([out_rail, in_rail]), np.concatenate([nbytes, nbytes]), \
-        np.ones(k.size)
+    return (
+        np.concatenate([k, k]),
+        np.concatenate([out_rail, in_rail]),
+        np.concatenate([nbytes, nbytes]),
+        np.ones(k.size),
+    )
 
 
-def _torus_routes(k: np.ndarray, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray,
-                  dims: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _torus_routes(
+    k: np.ndarray, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, dims: tuple[int, int]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Dimension-order routes (X first, the shorter way round): every hop's directed link, and each message's hops."""
     at = [src % dims[0], src // dims[0]]
     to = [dst % dims[0], dst // dims[0]]
@@ -252,8 +259,12 @@ def _torus_routes(k: np.ndarray, src: np.ndarray, dst: np.ndarray, nbytes: np.nd
     if not parts:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, empty, hops
-    return (np.concatenate([x[0] for x in parts]), np.concatenate([x[1] for x in parts]),
-            np.concatenate([x[2] for x in parts]), hops)
+    return (
+        np.concatenate([x[0] for x in parts]),
+        np.concatenate([x[1] for x in parts]),
+        np.concatenate([x[2] for x in parts]),
+        hops,
+    )
 
 
 def terms(algo: str, spec: Spec, executor: str = "mpi") -> tuple[float, float, float]:
@@ -310,8 +321,16 @@ def row_spec(row: dict[str, Any]) -> Spec:
     """The schedule spec of a bench row: ranks, elements, item size, and the comm parameters it ran with."""
     itemsize = 8 if row.get("dtype") == "float64" else 4
     comm = row.get("comm") or {}
-    return Spec(int(row["world_size"]), 0, int(row["bytes"]) // itemsize, itemsize, int(comm.get("colors", 2)),
-                UNPIPELINED, tuple(comm.get("grid") or ()), tuple(row.get("nodes") or ()))
+    return Spec(
+        int(row["world_size"]),
+        0,
+        int(row["bytes"]) // itemsize,
+        itemsize,
+        int(comm.get("colors", 2)),
+        UNPIPELINED,
+        tuple(comm.get("grid") or ()),
+        tuple(row.get("nodes") or ()),
+    )
 
 
 def row_algorithm(row: dict[str, Any]) -> str:
@@ -348,15 +367,25 @@ def _fit(name: str, pts: list[dict[str, Any]], gamma: float, where: str | None) 
     model = abg @ np.array([alpha, beta, gamma])
     rel = np.abs(model - t) / t
     return Fit(
-        name, where or "any", float(alpha), float(beta), gamma, len(pts), float(np.median(rel)), float(np.max(rel)),
+        name,
+        where or "any",
+        float(alpha),
+        float(beta),
+        gamma,
+        len(pts),
+        float(np.median(rel)),
+        float(np.max(rel)),
         tuple((int(r["world_size"]), int(r["bytes"]), float(ti), float(mi)) for r, ti, mi in zip(pts, t, model)),
     )
 
 
 def _points(rows: list[dict[str, Any]], algorithm: str, where: str | None) -> list[dict[str, Any]]:
     """The fittable points of ``algorithm`` (>= 2 ranks, a positive time) in regime ``where`` (None: any)."""
-    return [r for r in rows if r["algorithm"] == algorithm and r["world_size"] > 1 and r["time_us"] > 0
-            and where in (None, regime(r))]
+    return [
+        r
+        for r in rows
+        if r["algorithm"] == algorithm and r["world_size"] > 1 and r["time_us"] > 0 and where in (None, regime(r))
+    ]
 
 
 def fit_regimes(algorithms: Iterable[str], rows: list[dict[str, Any]], gamma: float) -> list[Fit]:
@@ -401,8 +430,9 @@ class Topology:
         """This topology's costs, the node's own from fit ``f`` unless given."""
         intra_alpha = f.alpha_s if self.intra_latency_us is None else self.intra_latency_us * 1e-6
         intra_beta = f.beta_s_per_byte if self.intra_GBps is None else 1.0 / (self.intra_GBps * 1e9)
-        return Network(intra_alpha, intra_beta, f.gamma_s_per_byte, self.latency_us * 1e-6,
-                       1.0 / (self.link_GBps * 1e9))
+        return Network(
+            intra_alpha, intra_beta, f.gamma_s_per_byte, self.latency_us * 1e-6, 1.0 / (self.link_GBps * 1e9)
+        )
 
     def layout(self, p: int) -> Layout:
         """Where p ranks sit: nodes of ranks_per_node, or the squarest torus."""
@@ -434,7 +464,9 @@ def modelled_as(algo: str) -> str:
     return str(LIBRARY_MODEL[entry.executor].NAME) if entry.executor else algo
 
 
-def projection(fits: list[Fit], topos: list[Topology], ranks: Iterable[int], n: float, colors: int) -> list[dict[str, Any]]:
+def projection(
+    fits: list[Fit], topos: list[Topology], ranks: Iterable[int], n: float, colors: int
+) -> list[dict[str, Any]]:
     """Rows: algorithm x topology x ranks -> modelled ms per all-reduce of n bytes (each profile made once)."""
     profiles: dict[tuple[str, Topology, int], Profile] = {}
     rows = []
@@ -444,6 +476,15 @@ def projection(fits: list[Fit], topos: list[Topology], ranks: Iterable[int], n: 
                 key = (modelled_as(f.algorithm), t, p)
                 if key not in profiles:
                     profiles[key] = t.profile(key[0], p, n, colors)
-                rows.append({"algorithm": f.algorithm, "fit_regime": f.regime, "topology": t.kind, "ranks": p,
-                             "bytes": n, "ms": profiles[key].cost(t.network(f)).seconds * 1e3, "source": "projected"})
+                rows.append(
+                    {
+                        "algorithm": f.algorithm,
+                        "fit_regime": f.regime,
+                        "topology": t.kind,
+                        "ranks": p,
+                        "bytes": n,
+                        "ms": profiles[key].cost(t.network(f)).seconds * 1e3,
+                        "source": "projected",
+                    }
+                )
     return rows

@@ -17,8 +17,9 @@ import math
 import statistics
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 from mpi4py import MPI
@@ -166,7 +167,7 @@ def measure_size(ctx: Context, algos: Iterable[str], nbytes: int, spec: SweepSpe
     timings = [_warm(ctx, algo, count, spec) for algo in algos]
     rounds = max(1, min(spec.rounds, min(t.iters for t in timings)))
     for k in range(rounds):
-        for t in timings[k % len(timings):] + timings[: k % len(timings)]:  # each round starts one further on
+        for t in timings[k % len(timings) :] + timings[: k % len(timings)]:  # each round starts one further on
             _time(ctx, t, t.iters * (k + 1) // rounds - t.iters * k // rounds, spec)
     return [_row(ctx, t, count, spec) for t in timings]
 
@@ -255,8 +256,10 @@ def prepare(ctx: Context, spec: SweepSpec) -> None:
     _finish(buf)
 
 
-HEADER = (f"{'algorithm':>14} {'size(B)':>11} {'count':>10} {'time(us)':>10} {'algbw(GB/s)':>11} {'busbw(GB/s)':>11} "
-          f"{'#wrong':>7}  schedule")
+HEADER = (
+    f"{'algorithm':>14} {'size(B)':>11} {'count':>10} {'time(us)':>10} {'algbw(GB/s)':>11} {'busbw(GB/s)':>11} "
+    f"{'#wrong':>7}  schedule"
+)
 
 
 def format_row(row: dict[str, Any]) -> str:
@@ -293,11 +296,15 @@ def compare(rows: list[dict[str, Any]], peer: str) -> list[dict[str, Any]]:
         base = ref.get(r["bytes"])
         if r["algorithm"] == peer or base is None:
             continue
-        out.append({
-            "algorithm": r["algorithm"], "peer": peer, "bytes": r["bytes"],
-            "busbw_ratio": r["busbw_GBps"] / base["busbw_GBps"] if base["busbw_GBps"] else None,
-            "time_ratio": r["time_us"] / base["time_us"] if base["time_us"] else None,
-        })
+        out.append(
+            {
+                "algorithm": r["algorithm"],
+                "peer": peer,
+                "bytes": r["bytes"],
+                "busbw_ratio": r["busbw_GBps"] / base["busbw_GBps"] if base["busbw_GBps"] else None,
+                "time_ratio": r["time_us"] / base["time_us"] if base["time_us"] else None,
+            }
+        )
     return out
 
 

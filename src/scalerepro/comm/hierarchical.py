@@ -14,7 +14,15 @@ from __future__ import annotations
 
 from scalerepro.comm import ring
 from scalerepro.comm.schedule import (
-    EMPTY, AllReduce, Schedule, Spec, Stage, check_uniform_nodes, chunk_bounds, reduced_to, ring_path,
+    EMPTY,
+    AllReduce,
+    Schedule,
+    Spec,
+    Stage,
+    check_uniform_nodes,
+    chunk_bounds,
+    reduced_to,
+    ring_path,
 )
 
 NAME = "hierarchical"
@@ -35,6 +43,6 @@ def schedule(spec: Spec) -> Schedule:
     b = chunk_bounds(0, spec.count, g)
     owned = (b[(pos + 1) % g], b[(pos + 1) % g + 1])
     across: Stage = (AllReduce(ACROSS, *owned),) if owned[1] > owned[0] else ()
-    stages = path[: g - 1] + [across] + path[g - 1 :]
+    stages = [*path[: g - 1], across, *path[g - 1 :]]
     partition = tuple(tuple(range(i, spec.p, g)) for i in range(g))
     return Schedule((tuple(stages),), ((ACROSS, partition),), info={"ranks_per_node": g, "nodes": m})

@@ -97,13 +97,15 @@ def _compile_stage(stage: Stage, block: int) -> tuple[Any, ...]:
 
 def _blocks(send: Send, recv: Recv, block: int) -> tuple[tuple[tuple[int, int] | None, tuple[int, int] | None], ...]:
     """The exchange cut into paired blocks: reduce messages in blocks of ``block`` elements, copies whole."""
+
     def cut(s: Send | Recv) -> list[tuple[int, int]]:
         size = block if s.reduce else max(1, s.hi - s.lo)
         return [(lo, min(lo + size, s.hi)) for lo in range(s.lo, s.hi, size)]
 
     out, ins = cut(send), cut(recv)
-    return tuple((out[i] if i < len(out) else None, ins[i] if i < len(ins) else None)
-                 for i in range(max(len(out), len(ins))))
+    return tuple(
+        (out[i] if i < len(out) else None, ins[i] if i < len(ins) else None) for i in range(max(len(out), len(ins)))
+    )
 
 
 def _scratch_of(stage: tuple[Any, ...]) -> int:
@@ -127,8 +129,9 @@ def run(plan: Plan, buf: np.ndarray, ctx: Any, schedule: Schedule) -> None:
         _drive(plan, buf, scratch, ctx.comm)
 
 
-def _run_lane(stages: tuple[tuple[Any, ...], ...], buf: np.ndarray, tmp: np.ndarray, ctx: Any,
-              schedule: Schedule) -> None:
+def _run_lane(
+    stages: tuple[tuple[Any, ...], ...], buf: np.ndarray, tmp: np.ndarray, ctx: Any, schedule: Schedule
+) -> None:
     """One lane, stage by stage, with blocking calls."""
     comm = ctx.comm
     for stage in stages:
@@ -169,8 +172,9 @@ def _exchange(comm: MPI.Intracomm, buf: np.ndarray, tmp: np.ndarray, stage: tupl
         if out is None:
             comm.Recv(target, source=recv.peer, tag=TAG)
         else:
-            comm.Sendrecv(buf[out[0] : out[1]], dest=send.peer, sendtag=TAG, recvbuf=target, source=recv.peer,
-                          recvtag=TAG)
+            comm.Sendrecv(
+                buf[out[0] : out[1]], dest=send.peer, sendtag=TAG, recvbuf=target, source=recv.peer, recvtag=TAG
+            )
         if recv.reduce:
             np.add(buf[lo:hi], target, out=buf[lo:hi])
     MPI.Request.Waitall(tail)
@@ -179,8 +183,10 @@ def _exchange(comm: MPI.Intracomm, buf: np.ndarray, tmp: np.ndarray, stage: tupl
 def _post(comm: MPI.Intracomm, buf: np.ndarray, tmp: np.ndarray, stage: tuple[Any, ...], tag: int) -> list[MPI.Request]:
     """Post a MANY stage's receives and sends non-blocking; its requests."""
     _, sends, recvs, offsets, _ = stage
-    reqs = [comm.Irecv(tmp[o : o + r.hi - r.lo] if o >= 0 else buf[r.lo : r.hi], source=r.peer, tag=tag)
-            for r, o in zip(recvs, offsets)]
+    reqs = [
+        comm.Irecv(tmp[o : o + r.hi - r.lo] if o >= 0 else buf[r.lo : r.hi], source=r.peer, tag=tag)
+        for r, o in zip(recvs, offsets)
+    ]
     reqs += [comm.Isend(buf[s.lo : s.hi], dest=s.peer, tag=tag) for s in sends]
     return reqs
 

@@ -48,7 +48,7 @@ def orders(p: int, colors: int, nodes: list[tuple[int, ...]] | None = None) -> l
 def _node_order(nodes: list[tuple[int, ...]], c: int) -> tuple[int, ...]:
     """Color c on several nodes: the nodes in turn, each node's ranks rotated by c//2; odd colors reversed."""
     shift = c // 2
-    order = tuple(r for members in nodes for r in members[shift % len(members):] + members[: shift % len(members)])
+    order = tuple(r for members in nodes for r in members[shift % len(members) :] + members[: shift % len(members)])
     return order if c % 2 == 0 else tuple(reversed(order))
 
 
@@ -70,8 +70,10 @@ def schedule(spec: Spec) -> Schedule:
         return reduced_to(ring.schedule(spec), ring.NAME)
     rings = orders(spec.p, colors, spec.node_ranks())
     parts = [(part, [order]) for part, order in zip(pieces(0, spec.count, colors), rings)]
-    return Schedule(pipelined(spec.rank, parts, spec.itemsize, spec.chunk_bytes),
-                    info={"colors": colors, "chunks": chunks, "orders": [list(o) for o in rings]})
+    return Schedule(
+        pipelined(spec.rank, parts, spec.itemsize, spec.chunk_bytes),
+        info={"colors": colors, "chunks": chunks, "orders": [list(o) for o in rings]},
+    )
 
 
 def two_directions(spec: Spec) -> Schedule:

@@ -32,5 +32,6 @@ def schedule(spec: Spec) -> Schedule:
     if sum(d > 1 for d in dims) <= 1:
         return reduced_to(ring.schedule(spec), ring.NAME)
     rings = [line(spec.rank, dims, k) for k in range(len(dims))]
-    return Schedule(pipelined(spec.rank, [((0, spec.count), rings)], spec.itemsize, spec.chunk_bytes),
-                    info={"grid": list(dims)})
+    return Schedule(
+        pipelined(spec.rank, [((0, spec.count), rings)], spec.itemsize, spec.chunk_bytes), info={"grid": list(dims)}
+    )

@@ -66,4 +66,3 @@ def _power_of_two(n: int, vrank: int, pof2: int, extra: int) -> list[Stage]:
         lo, hi = keep
         mask >>= 1
     return halving + doubling[::-1]
-

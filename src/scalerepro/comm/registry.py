@@ -51,9 +51,11 @@ def as_array(buf: Any) -> np.ndarray:
             raise UserError("the mpi executor needs a contiguous CPU tensor; call .contiguous().cpu() first")
         name = str(buf.dtype).removeprefix("torch.")
         if name not in _NUMPY_DTYPES:
-            raise UserError(f"the mpi executor sums {', '.join(_NUMPY_DTYPES)} tensors, not {buf.dtype} (NumPy, "
-                            f"which it reduces with, has no such type); set comm.executor=torch, or all-reduce a "
-                            f"float32 copy: t.float()")
+            raise UserError(
+                f"the mpi executor sums {', '.join(_NUMPY_DTYPES)} tensors, not {buf.dtype} (NumPy, "
+                f"which it reduces with, has no such type); set comm.executor=torch, or all-reduce a "
+                f"float32 copy: t.float()"
+            )
         arr = buf.detach().numpy()
     else:
         raise UserError(f"allreduce takes a NumPy array or a torch tensor, not {type(buf).__name__}")
@@ -83,16 +85,23 @@ class Resolved:
 
     def record(self) -> dict[str, Any]:
         """The schedule actually used, for bench rows and run records."""
-        return {"algorithm": self.algorithm, "executor": self.executor, "host_staged": self.host_staged,
-                "lanes": len(self.schedule.lanes), **self.schedule.info}
+        return {
+            "algorithm": self.algorithm,
+            "executor": self.executor,
+            "host_staged": self.host_staged,
+            "lanes": len(self.schedule.lanes),
+            **self.schedule.info,
+        }
 
 
 def executor_for(algo: Algorithm, device: str, params: CommParams) -> str:
     """The executor that runs ``algo`` on a buffer on ``device``; a UserError naming the fix where none can."""
     if algo.device is not None and algo.device != device:
         other = {"cuda": "nccl", "cpu": "gloo"}.get(device, "ring")
-        raise UserError(f"{algo.name} sums {algo.device.upper()} buffers, but this one is on {device}; use {other} "
-                        "there (or put the buffer on the other device: train.device)")
+        raise UserError(
+            f"{algo.name} sums {algo.device.upper()} buffers, but this one is on {device}; use {other} "
+            "there (or put the buffer on the other device: train.device)"
+        )
     if algo.executor is not None:
         return algo.executor
     if params.executor != "auto":
@@ -109,9 +118,19 @@ def resolve(buf: Any, algo: str, ctx: Context) -> Resolved:
         entry = get(chosen)
         assert entry is not None
         executor = executor_for(entry, device, ctx.params)
-        chunk = ctx.params.chunk_bytes or (mpi_executor if executor == mpi_executor.NAME else torch_executor).CHUNK_BYTES
-        spec = Spec(ctx.size, ctx.rank, size, itemsize, ctx.params.colors, chunk, ctx.params.grid,
-                    ctx.nodes() if ctx.size > 1 else ())
+        chunk = (
+            ctx.params.chunk_bytes or (mpi_executor if executor == mpi_executor.NAME else torch_executor).CHUNK_BYTES
+        )
+        spec = Spec(
+            ctx.size,
+            ctx.rank,
+            size,
+            itemsize,
+            ctx.params.colors,
+            chunk,
+            ctx.params.grid,
+            ctx.nodes() if ctx.size > 1 else (),
+        )
         return Resolved(chosen, executor, entry.schedule(spec), executor == mpi_executor.NAME and device != "cpu")
 
     return ctx.cached(("resolved", algo, device, size, itemsize), make)  # type: ignore[no-any-return]
@@ -127,8 +146,13 @@ def _itemsize(buf: Any) -> int:
     return int(buf.element_size()) if _is_tensor(buf) else int(buf.itemsize)
 
 
-def allreduce(buf: Any, algo: str = "native", comm: Context | MPI.Intracomm | None = None, out: Any = None,
-              params: CommParams | None = None) -> Any:
+def allreduce(
+    buf: Any,
+    algo: str = "native",
+    comm: Context | MPI.Intracomm | None = None,
+    out: Any = None,
+    params: CommParams | None = None,
+) -> Any:
     """Sum ``buf`` over ``comm`` with algorithm ``algo``: in place, or into ``out`` (``buf`` untouched).
 
     ``comm`` is a Context (reused: schedules, sub-communicators, process
@@ -175,8 +199,12 @@ def _execute(found: Resolved, buf: Any, ctx: Context) -> None:
         t = as_tensor(buf)
         session = ctx.torch_session()
         block = torch_executor.BLOCK_BYTES // t.element_size() if t.device.type == "cpu" else 0
-        plan = ctx.cached(("torch-plan", id(found)), lambda: torch_executor.compile_plan(  # found lives in ctx's cache
-            found.schedule, ctx.rank, ctx.torch_ranks(), block))
+        plan = ctx.cached(
+            ("torch-plan", id(found)),
+            lambda: torch_executor.compile_plan(  # found lives in ctx's cache
+                found.schedule, ctx.rank, ctx.torch_ranks(), block
+            ),
+        )
         if t.device.type == "cuda":
             _use_device(t)
         torch_executor.run(plan, t, session, ctx.scratch(t.dtype, plan.scratch, t.device))
@@ -191,8 +219,9 @@ def _execute(found: Resolved, buf: Any, ctx: Context) -> None:
 
 def _execute_mpi(found: Resolved, arr: np.ndarray, ctx: Context) -> None:
     """The MPI executor on a NumPy view."""
-    plan = ctx.cached(("mpi-plan", id(found)), lambda: mpi_executor.compile_plan(found.schedule, arr.size,
-                                                                                   arr.itemsize))
+    plan = ctx.cached(
+        ("mpi-plan", id(found)), lambda: mpi_executor.compile_plan(found.schedule, arr.size, arr.itemsize)
+    )
     mpi_executor.run(plan, arr, ctx, found.schedule)
 
 
@@ -200,8 +229,7 @@ def _pinned(ctx: Context, t: Any) -> Any:
     """A pinned host tensor shaped like ``t`` (reused per size and dtype): the mpi executor's staging buffer."""
     import torch
 
-    return ctx.cached(("pinned", t.numel(), t.dtype),
-                      lambda: torch.empty(t.numel(), dtype=t.dtype, pin_memory=True))
+    return ctx.cached(("pinned", t.numel(), t.dtype), lambda: torch.empty(t.numel(), dtype=t.dtype, pin_memory=True))
 
 
 def _use_device(t: Any) -> None:

@@ -28,8 +28,9 @@ and node layouts no machine here has.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, NamedTuple, Sequence, Union
+from typing import Any, NamedTuple, Union
 
 import numpy as np
 
@@ -176,14 +177,19 @@ def ring_path(rank: int, rings: Sequence[tuple[int, ...]], lo: int, hi: int) -> 
         # tuple.__new__ directly: NamedTuple's own constructor is several times slower, and the cost model builds
         # every rank's schedule (4 M steps for a ring of 1,024)
         reduce += [exchange(new(Send, (right, *c[s], True)), new(Recv, (left, *c[s + 1], True))) for s in range(q - 1)]
-        gathers.append([exchange(new(Send, (right, *c[(s - 1) % q], False)), new(Recv, (left, *c[s], False)))
-                        for s in range(q - 1)])
+        gathers.append(
+            [
+                exchange(new(Send, (right, *c[(s - 1) % q], False)), new(Recv, (left, *c[s], False)))
+                for s in range(q - 1)
+            ]
+        )
         lo, hi = c[q - 1]  # chunk pos + 1: what this rank owns now
     return reduce + [stage for gather in reversed(gathers) for stage in gather]
 
 
-def pipelined(rank: int, parts: Sequence[tuple[tuple[int, int], Sequence[tuple[int, ...]]]], itemsize: int,
-              chunk_bytes: int) -> tuple[Lane, ...]:
+def pipelined(
+    rank: int, parts: Sequence[tuple[tuple[int, int], Sequence[tuple[int, ...]]]], itemsize: int, chunk_bytes: int
+) -> tuple[Lane, ...]:
     """One lane per pipeline chunk of each ((lo, hi), rings) part: the multi-ring algorithms' shape."""
     lanes = []
     for (lo, hi), rings in parts:
@@ -212,8 +218,10 @@ def check_uniform_nodes(spec: Spec, algo: str) -> tuple[int, int]:
     g = len(members[0])
     if any(m != tuple(range(i * g, (i + 1) * g)) for i, m in enumerate(members)):
         sizes = sorted({len(m) for m in members})
-        raise UserError(f"{algo}: ranks are not placed {g} consecutive ranks per node (node sizes {sizes}); launch "
-                        "with a block layout (e.g. srun --distribution=block) or set comm.grid explicitly")
+        raise UserError(
+            f"{algo}: ranks are not placed {g} consecutive ranks per node (node sizes {sizes}); launch "
+            "with a block layout (e.g. srun --distribution=block) or set comm.grid explicitly"
+        )
     return g, len(members)
 
 
@@ -255,8 +263,10 @@ def simulate(schedules: Sequence[Schedule], buffers: Sequence[np.ndarray], locks
         ready = [key for key, stage in current.items() if _can_complete(key, stage, current, schedules)]
         if not ready:
             stuck = sorted({r for r, _ in current})
-            raise Deadlock(f"no stage can complete; ranks {stuck} wait (first: rank {stuck[0]} lane "
-                           f"{next(i for r, i in current if r == stuck[0])})")
+            raise Deadlock(
+                f"no stage can complete; ranks {stuck} wait (first: rank {stuck[0]} lane "
+                f"{next(i for r, i in current if r == stuck[0])})"
+            )
         _complete(ready, current, schedules, buffers)
         for r, i in ready:
             lanes[r][i].at += 1
@@ -265,13 +275,17 @@ def simulate(schedules: Sequence[Schedule], buffers: Sequence[np.ndarray], locks
 
 def _lockstep_only(current: dict[tuple[int, int], Stage], lanes: list[list[_Cursor]]) -> dict[tuple[int, int], Stage]:
     """Keep only lanes at their rank's lowest unfinished stage index."""
-    low = {r: min(c.at for c in cs if c.at < len(c.stages)) for r, cs in enumerate(lanes)
-           if any(c.at < len(c.stages) for c in cs)}
+    low = {
+        r: min(c.at for c in cs if c.at < len(c.stages))
+        for r, cs in enumerate(lanes)
+        if any(c.at < len(c.stages) for c in cs)
+    }
     return {(r, i): s for (r, i), s in current.items() if lanes[r][i].at == low[r]}
 
 
-def _can_complete(key: tuple[int, int], stage: Stage, current: dict[tuple[int, int], Stage],
-                  schedules: Sequence[Schedule]) -> bool:
+def _can_complete(
+    key: tuple[int, int], stage: Stage, current: dict[tuple[int, int], Stage], schedules: Sequence[Schedule]
+) -> bool:
     """Whether every step of ``stage`` (rank, lane = key) finds its partner in the peers' current stages."""
     r, lane = key
     for step in stage:
@@ -283,8 +297,10 @@ def _can_complete(key: tuple[int, int], stage: Stage, current: dict[tuple[int, i
                 return False
         else:
             members = _group_of(schedules[r], step.group, r)
-            if not all(any(isinstance(s, AllReduce) and s.group == step.group for s in current.get((m, lane), ()))
-                       for m in members):
+            if not all(
+                any(isinstance(s, AllReduce) and s.group == step.group for s in current.get((m, lane), ()))
+                for m in members
+            ):
                 return False
     return True
 
@@ -294,8 +310,12 @@ def _group_of(schedule: Schedule, name: str, rank: int) -> tuple[int, ...]:
     return next(g for g in schedule.partition(name) if rank in g)
 
 
-def _complete(ready: list[tuple[int, int]], current: dict[tuple[int, int], Stage], schedules: Sequence[Schedule],
-              buffers: Sequence[np.ndarray]) -> None:
+def _complete(
+    ready: list[tuple[int, int]],
+    current: dict[tuple[int, int], Stage],
+    schedules: Sequence[Schedule],
+    buffers: Sequence[np.ndarray],
+) -> None:
     """Carry out the ready stages: messages first (from the buffers as they were), then reductions and copies."""
     ready_set = set(ready)
     writes: list[tuple[int, Recv, np.ndarray]] = []
@@ -358,6 +378,7 @@ def check_aligned(schedules: Sequence[Schedule]) -> None:
                     if isinstance(step, (Send, Recv)):
                         kind = Recv if isinstance(step, Send) else Send
                         peer = schedules[step.peer].lanes[i][k]
-                        if not any(isinstance(x, kind) and x.peer == r and x.hi - x.lo == step.hi - step.lo
-                                   for x in peer):
+                        if not any(
+                            isinstance(x, kind) and x.peer == r and x.hi - x.lo == step.hi - step.lo for x in peer
+                        ):
                             raise ValueError(f"rank {r} lane {i} stage {k}: {step} has no partner in that stage")

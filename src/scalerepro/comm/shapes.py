@@ -41,7 +41,9 @@ def line(rank: int, dims: tuple[int, ...], k: int) -> tuple[int, ...]:
     return tuple(rank + (i - ck) * stride for i in range(dims[k]))
 
 
-def resolve_grid(grid: tuple[int, ...], p: int, algo: str, dims: int | None, default: tuple[int, ...]) -> tuple[int, ...]:
+def resolve_grid(
+    grid: tuple[int, ...], p: int, algo: str, dims: int | None, default: tuple[int, ...]
+) -> tuple[int, ...]:
     """``grid`` if set (checked against p and, if given, the dimension count), else ``default``."""
     chosen = tuple(grid) or default
     if dims is not None and len(chosen) != dims:
@@ -62,10 +64,14 @@ def check_config_grid(grid: tuple[int, ...], ranks: dict[str, list[int]], algori
         users = [a for a in algorithms[section] if a in GRID_DIMS]
         wrong_dims = [a for a in users if GRID_DIMS[a] not in (None, len(grid))]
         if wrong_dims:
-            raise UserError(f"invalid configuration:\n  comm.grid {list(grid)} has {len(grid)} dimensions but "
-                            f"{section}.algorithms {wrong_dims} need {GRID_DIMS[wrong_dims[0]]}")
+            raise UserError(
+                f"invalid configuration:\n  comm.grid {list(grid)} has {len(grid)} dimensions but "
+                f"{section}.algorithms {wrong_dims} need {GRID_DIMS[wrong_dims[0]]}"
+            )
         misfit = [p for p in counts if math.prod(grid) != p]
         if users and misfit:
-            raise UserError(f"invalid configuration:\n  comm.grid {list(grid)} holds {math.prod(grid)} ranks, but "
-                            f"{section}.ranks has {misfit} for {users}; leave comm.grid empty (the shape then comes "
-                            f"from the rank count and node layout) or run only {math.prod(grid)} ranks")
+            raise UserError(
+                f"invalid configuration:\n  comm.grid {list(grid)} holds {math.prod(grid)} ranks, but "
+                f"{section}.ranks has {misfit} for {users}; leave comm.grid empty (the shape then comes "
+                f"from the rank count and node layout) or run only {math.prod(grid)} ranks"
+            )

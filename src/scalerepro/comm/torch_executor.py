@@ -57,8 +57,10 @@ class Session:
         import torch.distributed as dist  # imported here: torch in the process slows MPI's small messages
 
         if dist.is_initialized():
-            raise UserError("torch.distributed is already initialised in this process; scalerepro sets up its own "
-                            "process group (one comm Context per process owns it)")
+            raise UserError(
+                "torch.distributed is already initialised in this process; scalerepro sets up its own "
+                "process group (one comm Context per process owns it)"
+            )
         timeout = datetime.timedelta(seconds=timeout_s)
         store = rendezvous(comm, os.environ.get("SCALEREPRO_GLOO_HOST") or socket.gethostname(), timeout)
         self.backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
@@ -161,8 +163,12 @@ def _post(stage: Stage, t: Any, session: Session, scratch: Any) -> list[Any]:
         if len(ranks) > 1:
             dist.all_reduce(t[lo:hi], op=dist.ReduceOp.SUM, group=session.group(ranks))
         return []
-    ops = [dist.P2POp(dist.isend if send else dist.irecv, t[lo:hi] if off < 0 else scratch[off : off + hi - lo],
-                      peer, tag=tag) for send, peer, lo, hi, tag, off in stage.messages]
+    ops = [
+        dist.P2POp(
+            dist.isend if send else dist.irecv, t[lo:hi] if off < 0 else scratch[off : off + hi - lo], peer, tag=tag
+        )
+        for send, peer, lo, hi, tag, off in stage.messages
+    ]
     return list(dist.batch_isend_irecv(ops))
 
 

@@ -26,5 +26,6 @@ def schedule(spec: Spec) -> Schedule:
     if min(dims) == 1:
         return reduced_to(ring.schedule(spec), ring.NAME)
     rings = [line(spec.rank, dims, 0), line(spec.rank, dims, 1)]
-    return Schedule(pipelined(spec.rank, [((0, spec.count), rings)], spec.itemsize, spec.chunk_bytes),
-                    info={"grid": list(dims)})
+    return Schedule(
+        pipelined(spec.rank, [((0, spec.count), rings)], spec.itemsize, spec.chunk_bytes), info={"grid": list(dims)}
+    )

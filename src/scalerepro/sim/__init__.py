@@ -13,8 +13,9 @@ import os
 import queue
 import subprocess
 import sys
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from scalerepro.errors import UserError
 from scalerepro.sim.engine import CORE_ENV, Point, load_simgrid
@@ -38,8 +39,9 @@ def enabled(setting: bool | str) -> bool:
     return True
 
 
-def simulate(points: Iterable[Point], progress: Callable[[int, int], None] | None = None,
-             jobs: int | None = None) -> list[dict[str, Any]]:
+def simulate(
+    points: Iterable[Point], progress: Callable[[int, int], None] | None = None, jobs: int | None = None
+) -> list[dict[str, Any]]:
     """Simulate every point, one subprocess each, ``jobs`` at once (default: the cores this process may use)."""
     todo = list(points)
     cores = sorted(os.sched_getaffinity(0))[: jobs or None]
@@ -65,10 +67,16 @@ def simulate(points: Iterable[Point], progress: Callable[[int, int], None] | Non
 
 def _run(point: Point, core: int) -> dict[str, Any]:
     """One point in a subprocess on ``core``; its row, or a UserError with the subprocess's last line."""
-    proc = subprocess.run([sys.executable, "-m", "scalerepro.sim.run", point.as_json()], capture_output=True,
-                          text=True, env=os.environ | {CORE_ENV: str(core)})
+    proc = subprocess.run(
+        [sys.executable, "-m", "scalerepro.sim.run", point.as_json()],
+        capture_output=True,
+        text=True,
+        env=os.environ | {CORE_ENV: str(core)},
+    )
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise UserError(f"simulating {point.algorithm} on {point.ranks} ranks of {point.platform.name}, "
-                        f"{point.nbytes} B failed: {last}")
+        raise UserError(
+            f"simulating {point.algorithm} on {point.ranks} ranks of {point.platform.name}, "
+            f"{point.nbytes} B failed: {last}"
+        )
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))

@@ -67,7 +67,7 @@ class Point:
         return json.dumps(asdict(self) | {"platform": self.platform.as_dict()})
 
     @classmethod
-    def from_json(cls, text: str) -> "Point":
+    def from_json(cls, text: str) -> Point:
         """The point :meth:`as_json` wrote."""
         fields = json.loads(text)
         return cls(**(fields | {"platform": Platform(**fields["platform"]), "grid": tuple(fields.get("grid", ()))}))
@@ -99,15 +99,22 @@ def _torus(sg: Any, dims: tuple[int, ...], platform: Platform) -> list[Any]:
     Each chip's loopback link runs at 1/gamma bytes/s: a reduction of n
     bytes is a transfer of n bytes from the chip to itself.
     """
+
     def netpoint(zone: Any, coord: list[int], ident: int) -> tuple[Any, None]:
         return zone.create_host(f"rank{ident}", 1e12).seal().netpoint, None
 
     def loopback(zone: Any, coord: list[int], ident: int) -> Any:
         return zone.create_link(f"rank{ident}.reduce", _reduce_rate(platform)).seal()
 
-    sg.NetZone.create_torus_zone("torus", None, list(dims), sg.ClusterCallbacks(netpoint, loopback, None),
-                                 platform.link_GBps * 1e9, platform.latency_us * 1e-6,
-                                 sg.Link.SharingPolicy.SPLITDUPLEX).seal()
+    sg.NetZone.create_torus_zone(
+        "torus",
+        None,
+        list(dims),
+        sg.ClusterCallbacks(netpoint, loopback, None),
+        platform.link_GBps * 1e9,
+        platform.latency_us * 1e-6,
+        sg.Link.SharingPolicy.SPLITDUPLEX,
+    ).seal()
     return [sg.Host.by_name(f"rank{r}") for r in range(math.prod(dims))]
 
 
@@ -134,9 +141,18 @@ def _fattree(sg: Any, nodes: tuple[int, ...], platform: Platform, pairs: set[tup
 
     intra = (platform.intra_GBps or platform.link_GBps) * 1e9
     port = [(link(f"r{r}.out", intra, platform.intra_latency_us), link(f"r{r}.in", intra)) for r in range(p)]
-    adapter = {(n, k): (link(f"n{n}.nic{k}.out", platform.link_GBps * 1e9, platform.latency_us),
-                        link(f"n{n}.nic{k}.in", platform.link_GBps * 1e9))
-               for n in set(nodes) for k in range(nics)} if len(set(nodes)) > 1 else {}
+    adapter = (
+        {
+            (n, k): (
+                link(f"n{n}.nic{k}.out", platform.link_GBps * 1e9, platform.latency_us),
+                link(f"n{n}.nic{k}.in", platform.link_GBps * 1e9),
+            )
+            for n in set(nodes)
+            for k in range(nics)
+        }
+        if len(set(nodes)) > 1
+        else {}
+    )
     core = []
     if platform.oversubscription > 1 and adapter:
         core = [link("core", len(adapter) * platform.link_GBps * 1e9 / platform.oversubscription)]
@@ -195,14 +211,16 @@ class _Driver:
 
     def actor(self, first: range) -> Any:
         """The body of one actor: units ``first`` enter their first stage; it then serves what it started."""
+
         def run() -> None:
             out: _Started = ([], [])
             for u in first:
                 self._enter(u, out)
             self._serve(out)
+
         return run
 
-    def _serve(self, out: "_Started") -> None:
+    def _serve(self, out: _Started) -> None:
         """Wait on the transfers in ``out`` as they complete, handing half to a new actor when there are too many."""
         active, what = out
         while active:
@@ -221,7 +239,7 @@ class _Driver:
                 self._arrived(src, out)
                 self._arrived(dst, out)
 
-    def _enter(self, u: int, out: "_Started") -> None:
+    def _enter(self, u: int, out: _Started) -> None:
         """Unit u posts the messages of its current stage."""
         (index, lane), k, r = self.lane[u], self.stage[u], self.rank[u]
         if k >= len(lane):
@@ -247,25 +265,25 @@ class _Driver:
                 else:
                     self.recvs[key] += 1
 
-    def _start(self, src: int, dst: int, size: int, out: "_Started") -> None:
+    def _start(self, src: int, dst: int, size: int, out: _Started) -> None:
         """A transfer of ``size`` bytes from unit src's host to dst's (a reduction when src == dst), in ``out``."""
         out[1].append((src, dst))
         out[0].append(self.sg.Comm.sendto_async(self.hosts[self.rank[src]], self.hosts[self.rank[dst]], size))
 
-    def _arrived(self, u: int, out: "_Started") -> None:
+    def _arrived(self, u: int, out: _Started) -> None:
         """One of unit u's messages is done."""
         self.pending[u] -= 1
         if self.pending[u] == 0:
             self._finish(u, out)
 
-    def _finish(self, u: int, out: "_Started") -> None:
+    def _finish(self, u: int, out: _Started) -> None:
         """Unit u's messages are done: reduce what it received, then move on."""
         if self.reduced[u] and self.gamma:
             self._start(u, u, self.reduced[u], out)
         else:
             self._advance(u, out)
 
-    def _advance(self, u: int, out: "_Started") -> None:
+    def _advance(self, u: int, out: _Started) -> None:
         """Unit u enters its next stage."""
         self.stage[u] += 1
         self._enter(u, out)
@@ -279,8 +297,9 @@ PER_ACTOR = 16  # transfers one actor waits on before it hands half to a new one
 def run_point(point: Point) -> dict[str, Any]:
     """Simulate ``point`` in this process (once per process); its result row."""
     sg = load_simgrid()
-    engine = sg.Engine(["scalerepro", "--log=root.thres:critical", "--cfg=network/model:CM02",
-                        "--cfg=network/crosstraffic:0"])
+    engine = sg.Engine(
+        ["scalerepro", "--log=root.thres:critical", "--cfg=network/model:CM02", "--cfg=network/crosstraffic:0"]
+    )
     t0 = time.perf_counter()
     with no_cyclic_gc():
         ranks = list(schedules(point.algorithm, point.spec(), point.executor))
@@ -293,15 +312,24 @@ def run_point(point: Point) -> dict[str, Any]:
         engine.run()
     unfinished = driver.unfinished()
     if unfinished:
-        raise UserError(f"simulate: {point.algorithm} on {point.ranks} ranks stopped with rank {unfinished[0]} "
-                        "waiting for a message (a schedule whose messages do not match)")
+        raise UserError(
+            f"simulate: {point.algorithm} on {point.ranks} ranks stopped with rank {unfinished[0]} "
+            "waiting for a message (a schedule whose messages do not match)"
+        )
     seconds = float(engine.clock)
     algbw = point.nbytes / seconds / 1e9 if seconds > 0 else 0.0
-    return {"platform": point.platform.name, "algorithm": point.algorithm, "ranks": point.ranks,
-            "bytes": point.nbytes, "itemsize": point.itemsize, "shape": list(dims) if dims else
-            [min(point.platform.ranks_per_node, point.ranks), len(set(nodes))],
-            "simulated_s": seconds, "algbw_GBps": algbw, "busbw_GBps": algbw * 2 * (point.ranks - 1) / point.ranks,
-            "wall_s": time.perf_counter() - t0}
+    return {
+        "platform": point.platform.name,
+        "algorithm": point.algorithm,
+        "ranks": point.ranks,
+        "bytes": point.nbytes,
+        "itemsize": point.itemsize,
+        "shape": list(dims) if dims else [min(point.platform.ranks_per_node, point.ranks), len(set(nodes))],
+        "simulated_s": seconds,
+        "algbw_GBps": algbw,
+        "busbw_GBps": algbw * 2 * (point.ranks - 1) / point.ranks,
+        "wall_s": time.perf_counter() - t0,
+    }
 
 
 def main(argv: list[str]) -> int:

@@ -38,12 +38,23 @@ def compare(claims: list[dict[str, Any]], steps: list[dict[str, Any]]) -> list[d
         simulated = _value(c, index.get(key), index.get((c["platform"], c.get("over"), c["ranks"], c["dtype"])))
         ratio = simulated / c["published"] if simulated is not None and c["published"] else None
         off = ratio is not None and abs(ratio - 1) > TOLERANCE
-        rows.append({"paper": c["paper"], "claim": c["claim"], "platform": c["platform"],
-                     "algorithm": c["algorithm"] + (f" vs {c['over']}" if c.get("over") else ""),
-                     "ranks": c["ranks"], "dtype": c["dtype"], "metric": c["metric"], "published": c["published"],
-                     "simulated": simulated, "simulated_over_published": ratio,
-                     "within_20pct": None if ratio is None else not off,
-                     "assumption_to_revisit": c["if_off"] if off else "", "cite": c["cite"]})
+        rows.append(
+            {
+                "paper": c["paper"],
+                "claim": c["claim"],
+                "platform": c["platform"],
+                "algorithm": c["algorithm"] + (f" vs {c['over']}" if c.get("over") else ""),
+                "ranks": c["ranks"],
+                "dtype": c["dtype"],
+                "metric": c["metric"],
+                "published": c["published"],
+                "simulated": simulated,
+                "simulated_over_published": ratio,
+                "within_20pct": None if ratio is None else not off,
+                "assumption_to_revisit": c["if_off"] if off else "",
+                "cite": c["cite"],
+            }
+        )
     return rows
 
 

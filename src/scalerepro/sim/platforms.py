@@ -26,8 +26,19 @@ from scalerepro.comm.shapes import squarest
 from scalerepro.errors import UserError
 
 SHAPES = ("torus", "fattree")
-NUMBERS = ("max_ranks", "ranks_per_node", "intra_GBps", "intra_latency_us", "link_GBps", "latency_us",
-           "nics_per_node", "oversubscription", "gamma_s_per_byte", "images_per_s_per_accelerator", "overlap")
+NUMBERS = (
+    "max_ranks",
+    "ranks_per_node",
+    "intra_GBps",
+    "intra_latency_us",
+    "link_GBps",
+    "latency_us",
+    "nics_per_node",
+    "oversubscription",
+    "gamma_s_per_byte",
+    "images_per_s_per_accelerator",
+    "overlap",
+)
 
 
 @dataclass(frozen=True)
@@ -116,8 +127,9 @@ def _platform(path: Path, name: str, body: Any) -> Platform:
     sources = body.get("sources") or {}
     unsourced = [k for k in NUMBERS if body.get(k) is not None and not str(sources.get(k, "")).strip()]
     if unsourced:
-        raise UserError(f"{path}: platform {name!r}: give sources.{unsourced[0]} (a paper, a vendor spec, "
-                        "or 'assumed: why')")
+        raise UserError(
+            f"{path}: platform {name!r}: give sources.{unsourced[0]} (a paper, a vendor spec, or 'assumed: why')"
+        )
     try:
         return Platform(name=name, **body)
     except TypeError as exc:
@@ -131,12 +143,22 @@ def pick(platforms: dict[str, Platform], name: str, path: Path) -> Platform:
     return platforms[name]
 
 
-def fitted(name: str, alpha_s: float, beta_s_per_byte: float, gamma_s_per_byte: float, ranks_per_node: int,
-           source: str) -> Platform:
+def fitted(
+    name: str, alpha_s: float, beta_s_per_byte: float, gamma_s_per_byte: float, ranks_per_node: int, source: str
+) -> Platform:
     """A one-node platform from fitted costs: every rank's port at 1/beta, latency alpha (the measured machine)."""
     gbps = 1.0 / beta_s_per_byte / 1e9 if beta_s_per_byte > 0 else 1e6
-    why = {k: source for k in ("max_ranks", "ranks_per_node", "intra_GBps", "intra_latency_us", "gamma_s_per_byte")}
-    return Platform(name, "fattree", ranks_per_node, link_GBps=gbps, latency_us=0.0, gamma_s_per_byte=gamma_s_per_byte,
-                    ranks_per_node=ranks_per_node, intra_GBps=gbps, intra_latency_us=alpha_s * 1e6,
-                    description="the measured machine: one node, costs fitted from this run's bench", sources=why)
-
+    why = dict.fromkeys(("max_ranks", "ranks_per_node", "intra_GBps", "intra_latency_us", "gamma_s_per_byte"), source)
+    return Platform(
+        name,
+        "fattree",
+        ranks_per_node,
+        link_GBps=gbps,
+        latency_us=0.0,
+        gamma_s_per_byte=gamma_s_per_byte,
+        ranks_per_node=ranks_per_node,
+        intra_GBps=gbps,
+        intra_latency_us=alpha_s * 1e6,
+        description="the measured machine: one node, costs fitted from this run's bench",
+        sources=why,
+    )

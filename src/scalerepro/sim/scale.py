@@ -36,8 +36,9 @@ def buckets(parameters: int, itemsize: int, bucket_mib: float) -> dict[int, int]
     return sizes
 
 
-def points(platform: Platform, algorithms: list[str], ranks: list[int], dtypes: list[str], bucket_mib: float,
-           colors: int) -> list[Point]:
+def points(
+    platform: Platform, algorithms: list[str], ranks: list[int], dtypes: list[str], bucket_mib: float, colors: int
+) -> list[Point]:
     """Every distinct (algorithm, ranks, bucket bytes) to simulate on ``platform`` for the ``dtypes``' buckets.
 
     A bucket's time depends on its bytes, not its type, so a size both
@@ -47,12 +48,17 @@ def points(platform: Platform, algorithms: list[str], ranks: list[int], dtypes: 
         if dtype not in ITEMSIZE:
             raise UserError(f"--dtypes {dtype}: choose from {', '.join(ITEMSIZE)}")
     sizes = sorted({size for dtype in dtypes for size in buckets(RESNET50_PARAMETERS, ITEMSIZE[dtype], bucket_mib)})
-    return [Point(algo, p, size, platform, colors, 4 if size % 4 == 0 else 2)
-            for p in ranks for size in sizes for algo in algorithms]
+    return [
+        Point(algo, p, size, platform, colors, 4 if size % 4 == 0 else 2)
+        for p in ranks
+        for size in sizes
+        for algo in algorithms
+    ]
 
 
-def claim_points(claims: list[dict[str, Any]], platforms: list[Platform], bucket_mib: float, colors: int,
-                 max_ranks: int) -> list[Point]:
+def claim_points(
+    claims: list[dict[str, Any]], platforms: list[Platform], bucket_mib: float, colors: int, max_ranks: int
+) -> list[Point]:
     """The points the published claims need (their algorithm and the one they are compared with) up to max_ranks."""
     named = {p.name: p for p in platforms}
     out = []
@@ -80,8 +86,9 @@ def steps(rows: list[dict[str, Any]], platform: Platform, bucket_mib: float, bat
     if not platform.images_per_s_per_accelerator:
         raise UserError(f"platform {platform.name!r} has no images_per_s_per_accelerator; add it to project steps")
     compute = batch / platform.images_per_s_per_accelerator
-    by_point = {(r["algorithm"], r["ranks"], r["bytes"]): r["simulated_s"] for r in rows
-                if r["platform"] == platform.name}
+    by_point = {
+        (r["algorithm"], r["ranks"], r["bytes"]): r["simulated_s"] for r in rows if r["platform"] == platform.name
+    }
     out = []
     for algo, p, dtype in sorted({(a, p, d) for a, p, _ in by_point for d in ITEMSIZE}):
         itemsize = ITEMSIZE[dtype]
@@ -92,10 +99,24 @@ def steps(rows: list[dict[str, Any]], platform: Platform, bucket_mib: float, bat
         step = compute + max(0.0, allreduce - platform.overlap * compute)
         images = p * batch / step
         grad_bytes = RESNET50_PARAMETERS * itemsize
-        out.append({"platform": platform.name, "algorithm": algo, "ranks": p, "dtype": dtype,
-                    "gradient_bytes": grad_bytes, "buckets": sum(sizes.values()), "allreduce_s": allreduce,
-                    "busbw_GBps": grad_bytes / allreduce * 2 * (p - 1) / p / 1e9 if allreduce > 0 else math.inf,
-                    "compute_s": compute, "step_s": step, "images_per_s": images, "efficiency": compute / step,
-                    "time_90_epochs_s": 90 * IMAGES_PER_EPOCH / images, "batch_per_rank": batch,
-                    "overlap": platform.overlap, "source": "simulated"})
+        out.append(
+            {
+                "platform": platform.name,
+                "algorithm": algo,
+                "ranks": p,
+                "dtype": dtype,
+                "gradient_bytes": grad_bytes,
+                "buckets": sum(sizes.values()),
+                "allreduce_s": allreduce,
+                "busbw_GBps": grad_bytes / allreduce * 2 * (p - 1) / p / 1e9 if allreduce > 0 else math.inf,
+                "compute_s": compute,
+                "step_s": step,
+                "images_per_s": images,
+                "efficiency": compute / step,
+                "time_90_epochs_s": 90 * IMAGES_PER_EPOCH / images,
+                "batch_per_rank": batch,
+                "overlap": platform.overlap,
+                "source": "simulated",
+            }
+        )
     return out

@@ -16,8 +16,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from scalerepro.comm.costmodel import fit_machine, regime, row_algorithm
 from scalerepro.comm.algorithms import ALGORITHMS
+from scalerepro.comm.costmodel import fit_machine, regime, row_algorithm
 from scalerepro.errors import UserError
 from scalerepro.sim.engine import Point
 from scalerepro.sim.platforms import Platform, fitted
@@ -40,12 +40,14 @@ def machines(rows: list[dict[str, Any]], gamma: float) -> dict[tuple[str, str], 
     for where, path in sorted({_kind(r) for r in rows if r["world_size"] > 1}):
         mine = [r for r in rows if _kind(r) == (where, path)]
         f = fit_machine(mine, gamma, where)
-        name = MACHINE + ("-oversubscribed" if where == "oversubscribed" else "") + (
-            f"-{path}" if path != "mpi" else "")
-        source = (f"fitted: bench, {f.points} points on the {path} path in the {where} regime, median |residual| "
-                  f"{f.median_rel_residual:.1%}")
-        out[where, path] = fitted(name, f.alpha_s, f.beta_s_per_byte, gamma, max(r["world_size"] for r in mine),
-                                  source)
+        name = (
+            MACHINE + ("-oversubscribed" if where == "oversubscribed" else "") + (f"-{path}" if path != "mpi" else "")
+        )
+        source = (
+            f"fitted: bench, {f.points} points on the {path} path in the {where} regime, median |residual| "
+            f"{f.median_rel_residual:.1%}"
+        )
+        out[where, path] = fitted(name, f.alpha_s, f.beta_s_per_byte, gamma, max(r["world_size"] for r in mine), source)
     if not out:
         raise UserError("the bench JSONs hold no run at 2 or more ranks to fit this machine from")
     return out
@@ -74,18 +76,37 @@ def points(rows: list[dict[str, Any]], platforms: dict[str, Platform]) -> list[P
     for r in rows:
         comm = r.get("comm") or {}
         itemsize = 8 if r.get("dtype") == "float64" else 4
-        out.append(Point(r["modelled"], int(r["world_size"]), int(r["bytes"]), platforms[_kind(r)],
-                         int(comm.get("colors", 2)), itemsize, r.get("executor") or "mpi",
-                         tuple(comm.get("grid") or ())))
+        out.append(
+            Point(
+                r["modelled"],
+                int(r["world_size"]),
+                int(r["bytes"]),
+                platforms[_kind(r)],
+                int(comm.get("colors", 2)),
+                itemsize,
+                r.get("executor") or "mpi",
+                tuple(comm.get("grid") or ()),
+            )
+        )
     return out
 
 
 def table(rows: list[dict[str, Any]], simulated: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Measured beside simulated, one row per bench point."""
-    return [{"algorithm": r["algorithm"], "modelled_as": r["modelled"], "ranks": r["world_size"], "bytes": r["bytes"],
-             "regime": regime(r), "platform": s["platform"], "measured_s": r["time_us"] * 1e-6,
-             "simulated_s": s["simulated_s"], "ratio": s["simulated_s"] / (r["time_us"] * 1e-6)}
-            for r, s in zip(rows, simulated)]
+    return [
+        {
+            "algorithm": r["algorithm"],
+            "modelled_as": r["modelled"],
+            "ranks": r["world_size"],
+            "bytes": r["bytes"],
+            "regime": regime(r),
+            "platform": s["platform"],
+            "measured_s": r["time_us"] * 1e-6,
+            "simulated_s": s["simulated_s"],
+            "ratio": s["simulated_s"] / (r["time_us"] * 1e-6),
+        }
+        for r, s in zip(rows, simulated)
+    ]
 
 
 def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -94,7 +115,14 @@ def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for ranks, where in sorted({(r["ranks"], r["regime"]) for r in rows}):
         mine = [r for r in rows if (r["ranks"], r["regime"]) == (ranks, where)]
         big = [abs(r["ratio"] - 1) for r in mine if r["bytes"] >= BAR_BYTES]
-        out.append({"ranks": ranks, "regime": where, "points": len(mine), "points_64KiB_up": len(big),
-                    "median_abs_error_64KiB_up": statistics.median(big) if big else None,
-                    "median_abs_error_all": statistics.median(abs(r["ratio"] - 1) for r in mine)})
+        out.append(
+            {
+                "ranks": ranks,
+                "regime": where,
+                "points": len(mine),
+                "points_64KiB_up": len(big),
+                "median_abs_error_64KiB_up": statistics.median(big) if big else None,
+                "median_abs_error_all": statistics.median(abs(r["ratio"] - 1) for r in mine),
+            }
+        )
     return out

@@ -12,8 +12,9 @@ torch's SyncBatchNorm refuses CPU tensors, hence this module.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import torch
 from torch import nn
@@ -61,8 +62,9 @@ class _GroupBatchNorm(torch.autograd.Function):
     """Batch norm whose statistics, and their backward terms, are summed over a group."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float,
-                group: GroupReduce) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    def forward(
+        ctx: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float, group: GroupReduce
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """y = (x - mean) / sqrt(var + eps) * weight + bias over the group's batch; also (mean, var, count)."""
         dims, shape = _channel_dims(x)
         c = x.shape[1]
@@ -102,8 +104,9 @@ class _GroupBatchNorm(torch.autograd.Function):
 class DistributedBatchNorm2d(nn.BatchNorm2d):
     """BatchNorm2d with statistics over a group of ranks; same parameters, buffers and state_dict keys."""
 
-    def __init__(self, num_features: int, group: GroupReduce, eps: float = 1e-5, momentum: float | None = 0.1,
-                 **factory: Any) -> None:
+    def __init__(
+        self, num_features: int, group: GroupReduce, eps: float = 1e-5, momentum: float | None = 0.1, **factory: Any
+    ) -> None:
         """Affine batch norm with running statistics, summed over ``group`` (``factory``: device, dtype)."""
         super().__init__(num_features, eps=eps, momentum=momentum, **factory)
         self.group = group
@@ -127,8 +130,14 @@ def convert(module: nn.Module, group: GroupReduce) -> nn.Module:
     if isinstance(module, nn.BatchNorm2d) and not isinstance(module, DistributedBatchNorm2d):
         if not module.affine or not module.track_running_stats:
             raise ValueError("distributed batch norm needs affine=True and track_running_stats=True")
-        new = DistributedBatchNorm2d(module.num_features, group, module.eps, module.momentum,
-                                     device=module.weight.device, dtype=module.weight.dtype)
+        new = DistributedBatchNorm2d(
+            module.num_features,
+            group,
+            module.eps,
+            module.momentum,
+            device=module.weight.device,
+            dtype=module.weight.dtype,
+        )
         new.load_state_dict(module.state_dict())
         new.train(module.training)
         return new

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from mpi4py import MPI
@@ -28,7 +29,7 @@ from scalerepro.comm.context import Context
 from scalerepro.config import Config
 from scalerepro.train.model import build
 from scalerepro.train.optim import build_optimizer
-from scalerepro.train.trainer import build_trainer, broadcast_state
+from scalerepro.train.trainer import broadcast_state, build_trainer
 
 
 @dataclass(frozen=True)
@@ -46,12 +47,18 @@ def fixed_batches(cfg: Config, spec: TrainBenchSpec, rank: int) -> list[tuple[to
     """A few in-memory normalised batches, different per rank, identical for both sides."""
     t = cfg.train
     gen = torch.Generator().manual_seed(1000 + rank)
-    return [(torch.randn(t.batch_per_rank, 3, t.image_size, t.image_size, generator=gen),
-             torch.randint(0, spec.classes, (t.batch_per_rank,), generator=gen)) for _ in range(4)]
+    return [
+        (
+            torch.randn(t.batch_per_rank, 3, t.image_size, t.image_size, generator=gen),
+            torch.randint(0, spec.classes, (t.batch_per_rank,), generator=gen),
+        )
+        for _ in range(4)
+    ]
 
 
-def ddp_stepper(cfg: Config, ctx: Context, classes: int,
-                device: torch.device) -> Callable[[torch.Tensor, torch.Tensor], None]:
+def ddp_stepper(
+    cfg: Config, ctx: Context, classes: int, device: torch.device
+) -> Callable[[torch.Tensor, torch.Tensor], None]:
     """One PyTorch DDP training step (gloo on the CPU, nccl on a GPU) on a model with our initial weights."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -78,8 +85,9 @@ def ddp_stepper(cfg: Config, ctx: Context, classes: int,
     return step
 
 
-def _timed_steps(step: Callable[[torch.Tensor, torch.Tensor], Any], data: list[Any], n: int,
-                 comm: MPI.Intracomm) -> float:
+def _timed_steps(
+    step: Callable[[torch.Tensor, torch.Tensor], Any], data: list[Any], n: int, comm: MPI.Intracomm
+) -> float:
     """Seconds for ``n`` steps, max over ranks (they start together)."""
     comm.Barrier()
     t0 = time.perf_counter()
@@ -129,10 +137,18 @@ def summarise(rows: list[dict[str, Any]], spec: TrainBenchSpec, world: int) -> d
     peer = statistics.median(r["images_per_s"] for r in ddp)
     step_s = statistics.median(r["seconds"] for r in ours) / spec.steps
     comm_s = statistics.median(r["allreduce_s_per_step"] for r in ours)
-    return {"algorithm": spec.algorithm, "world_size": world, "peer": ddp[0]["side"], "ours_images_per_s": rate,
-            "ddp_images_per_s": peer,
-            "ratio": rate / peer, "ratios_per_rep": [a["images_per_s"] / b["images_per_s"] for a, b in zip(ours, ddp)],
-            "allreduce_s_per_step": comm_s, "step_s": step_s, "allreduce_share": comm_s / step_s}
+    return {
+        "algorithm": spec.algorithm,
+        "world_size": world,
+        "peer": ddp[0]["side"],
+        "ours_images_per_s": rate,
+        "ddp_images_per_s": peer,
+        "ratio": rate / peer,
+        "ratios_per_rep": [a["images_per_s"] / b["images_per_s"] for a, b in zip(ours, ddp)],
+        "allreduce_s_per_step": comm_s,
+        "step_s": step_s,
+        "allreduce_share": comm_s / step_s,
+    }
 
 
 def published_per_accelerator(path: Path, model: str) -> list[dict[str, Any]]:
@@ -143,19 +159,29 @@ def published_per_accelerator(path: Path, model: str) -> list[dict[str, Any]]:
     if "model" not in frame.columns:
         return []
     rows = frame[(frame["model"] == model) & frame["images_per_s"].notna() & frame["accelerators"].notna()]
-    return [{"work": r["work"], "hardware": r.get("hardware"), "cite": r.get("cite"),
-             "images_per_s_per_accelerator": float(r["images_per_s"]) / float(r["accelerators"])}
-            for _, r in rows.iterrows()]
+    return [
+        {
+            "work": r["work"],
+            "hardware": r.get("hardware"),
+            "cite": r.get("cite"),
+            "images_per_s_per_accelerator": float(r["images_per_s"]) / float(r["accelerators"]),
+        }
+        for _, r in rows.iterrows()
+    ]
 
 
 def format_summary(s: dict[str, Any]) -> str:
     """The result as a small table."""
-    return "\n".join([
-        f"# {s['world_size']} ranks, ours = {s['algorithm']} all-reduce; medians over repetitions",
-        f"{'side':<12}{'images/s':>12}",
-        f"{'ours':<12}{s['ours_images_per_s']:>12.1f}",
-        f"{s['peer']:<12}{s['ddp_images_per_s']:>12.1f}",
-        f"ratio ours/ddp {s['ratio']:.3f} (per repetition: {', '.join(f'{r:.2f}' for r in s['ratios_per_rep'])})",
-        f"our all-reduce per step {s['allreduce_s_per_step'] * 1e3:.2f} ms of a {s['step_s'] * 1e3:.1f} ms step "
-        f"({100 * s['allreduce_share']:.1f}%)",
-    ])
+    return "\n".join(
+        [
+            f"# {s['world_size']} ranks, ours = {s['algorithm']} all-reduce; medians over repetitions",
+            f"{'side':<12}{'images/s':>12}",
+            f"{'ours':<12}{s['ours_images_per_s']:>12.1f}",
+            f"{s['peer']:<12}{s['ddp_images_per_s']:>12.1f}",
+            f"ratio ours/ddp {s['ratio']:.3f} (per repetition: {', '.join(f'{r:.2f}' for r in s['ratios_per_rep'])})",
+            (
+                f"our all-reduce per step {s['allreduce_s_per_step'] * 1e3:.2f} ms of a {s['step_s'] * 1e3:.1f} ms step "
+                f"({100 * s['allreduce_share']:.1f}%)"
+            ),
+        ]
+    )

@@ -14,15 +14,15 @@ issues the same all-reduces in the same order (as DDP requires too).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Callable
 
 import torch
 from mpi4py import MPI
 from torch import nn
 
-from scalerepro.comm.context import Context
 from scalerepro.comm import allreduce
+from scalerepro.comm.context import Context
 from scalerepro.errors import UserError
 
 Reducer = Callable[[torch.Tensor], None]
@@ -40,8 +40,9 @@ def reducer(algorithm: str, ctx: Context) -> Reducer:
 class Buckets:
     """Flat per-bucket buffers filled from .grad, summed over the ranks, divided by their number, copied back."""
 
-    def __init__(self, params: list[nn.Parameter], cap_bytes: int, reduce: Reducer, world: int,
-                 overlap: bool = False) -> None:
+    def __init__(
+        self, params: list[nn.Parameter], cap_bytes: int, reduce: Reducer, world: int, overlap: bool = False
+    ) -> None:
         """Group ``params`` in reverse order into buckets of at most ``cap_bytes`` (at least one each)."""
         self.groups: list[list[nn.Parameter]] = [[]]
         size = 0
@@ -52,8 +53,9 @@ class Buckets:
                 size = 0
             self.groups[-1].append(p)
             size += nbytes
-        self.buffers = [torch.zeros(sum(p.numel() for p in g), dtype=g[0].dtype, device=g[0].device)
-                        for g in self.groups]
+        self.buffers = [
+            torch.zeros(sum(p.numel() for p in g), dtype=g[0].dtype, device=g[0].device) for g in self.groups
+        ]
         self.reduce_fn, self.world, self.overlap = reduce, world, overlap
         self._pool: ThreadPoolExecutor | None = None
         self._reset()
@@ -63,8 +65,10 @@ class Buckets:
     def _start_overlap(self) -> None:
         """One communication thread and a hook on every parameter."""
         if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
-            raise UserError("train.overlap needs MPI_THREAD_MULTIPLE, which this MPI library does not provide; "
-                            "set train.overlap=false")
+            raise UserError(
+                "train.overlap needs MPI_THREAD_MULTIPLE, which this MPI library does not provide; "
+                "set train.overlap=false"
+            )
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="scalerepro-allreduce")
         for i, group in enumerate(self.groups):
             for p in group:

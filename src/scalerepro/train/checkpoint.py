@@ -48,21 +48,33 @@ def _buffers(model: nn.Module) -> dict[str, torch.Tensor]:
     return {name: t.detach().cpu() for name, t in model.named_buffers()}
 
 
-def save(path: Path, model: nn.Module, opt: torch.optim.Optimizer, progress: Progress, meta: dict[str, Any],
-         comm: MPI.Intracomm) -> None:
+def save(
+    path: Path,
+    model: nn.Module,
+    opt: torch.optim.Optimizer,
+    progress: Progress,
+    meta: dict[str, Any],
+    comm: MPI.Intracomm,
+) -> None:
     """Collective: gather every rank's buffers; rank 0 writes the checkpoint atomically."""
     buffers = comm.gather(_buffers(model), root=0)
     if comm.rank != 0:
         return
-    state = {"model": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "optimizer": opt.state_dict(),
-             "buffers_per_rank": buffers, "progress": asdict(progress), "meta": meta}
+    state = {
+        "model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+        "optimizer": opt.state_dict(),
+        "buffers_per_rank": buffers,
+        "progress": asdict(progress),
+        "meta": meta,
+    }
     blob = io.BytesIO()
     torch.save(state, blob)
     write_bytes_atomic(path, blob.getvalue())
 
 
-def load(path: Path, model: nn.Module, opt: torch.optim.Optimizer, meta: dict[str, Any],
-         comm: MPI.Intracomm) -> Progress | None:
+def load(
+    path: Path, model: nn.Module, opt: torch.optim.Optimizer, meta: dict[str, Any], comm: MPI.Intracomm
+) -> Progress | None:
     """Collective: restore from ``path`` if it exists; None when there is none.
 
     One rank per node reads the file and hands its node's ranks what they need: the shared parameters,
@@ -83,10 +95,15 @@ def load(path: Path, model: nn.Module, opt: torch.optim.Optimizer, meta: dict[st
         node.Free()
     if state["meta"] != meta:
         mine, theirs = _flat(meta), _flat(state["meta"])
-        diff = [f"{k}: {theirs.get(k)!r} there, {mine.get(k)!r} now" for k in sorted(set(mine) | set(theirs))
-                if mine.get(k) != theirs.get(k)]
-        raise UserError(f"checkpoint {path} was written by a run with other settings ({'; '.join(diff)}); "
-                        f"use another --out, or delete the checkpoint to start over")
+        diff = [
+            f"{k}: {theirs.get(k)!r} there, {mine.get(k)!r} now"
+            for k in sorted(set(mine) | set(theirs))
+            if mine.get(k) != theirs.get(k)
+        ]
+        raise UserError(
+            f"checkpoint {path} was written by a run with other settings ({'; '.join(diff)}); "
+            f"use another --out, or delete the checkpoint to start over"
+        )
     model.load_state_dict(state["model"])
     for name, t in model.named_buffers():
         t.copy_(ours[name])
@@ -152,5 +169,7 @@ class Preempted(Exception):
 
     def __init__(self, signum: int) -> None:
         """``signum``: the signal that stopped it."""
-        super().__init__(f"stopped by {signal.Signals(signum).name}; checkpoint written, rerun with the same --out to resume")
+        super().__init__(
+            f"stopped by {signal.Signals(signum).name}; checkpoint written, rerun with the same --out to resume"
+        )
         self.signum = signum

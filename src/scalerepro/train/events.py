@@ -101,6 +101,8 @@ def read_events(path: Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError:
             if number == len(lines) and not line.endswith("\n"):
                 break
-            raise UserError(f"{path} line {number} is not a JSON event; the log is damaged "
-                            f"(delete the run folder to start the run over)") from None
+            raise UserError(
+                f"{path} line {number} is not a JSON event; the log is damaged "
+                f"(delete the run folder to start the run over)"
+            ) from None
     return events

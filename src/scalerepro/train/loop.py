@@ -19,8 +19,8 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from scalerepro.comm.context import Context
 from scalerepro.comm import allreduce
+from scalerepro.comm.context import Context
 from scalerepro.config import Config, TrainConfig
 from scalerepro.data.augment import EvalPipeline, TrainPipeline
 from scalerepro.data.loader import ShardDataset, batches, epoch_indices, eval_indices, samples_per_rank
@@ -122,8 +122,10 @@ class Session:
         self.train_data = ShardDataset(spec.train_dir, self.layout.node, self.layout.nodes)
         self.val_data = ShardDataset(spec.val_dir, self.layout.node, self.layout.nodes)
         if self.val_data.manifest["classes"] != self.train_data.manifest["classes"]:
-            raise UserError(f"the shards in {spec.val_dir} and {spec.train_dir} have different class lists "
-                            f"(sharded from different datasets); re-run `scalerepro shard` for both splits of one dataset")
+            raise UserError(
+                f"the shards in {spec.val_dir} and {spec.train_dir} have different class lists "
+                f"(sharded from different datasets); re-run `scalerepro shard` for both splits of one dataset"
+            )
         per_rank = samples_per_rank(self.train_data.counts, self.layout)
         if per_rank == 0:
             raise UserError(f"{self.train_data.total} training samples cannot feed {comm.size} ranks; use fewer ranks")
@@ -149,12 +151,18 @@ class Session:
         """Every remaining epoch; the run record."""
         cfg, world = self.spec.train, self.ctx.size
         if self.resumed:
-            self.log.emit("run_resume", None, epoch_num=self.progress.epoch, batch=self.progress.batch,
-                          step=self.progress.step)
+            self.log.emit(
+                "run_resume", None, epoch_num=self.progress.epoch, batch=self.progress.batch, step=self.progress.step
+            )
         else:
-            for key, value in (("global_batch_size", world * cfg.batch_per_rank), ("train_samples", self.train_data.total),
-                               ("eval_samples", self.val_data.total), ("opt_base_learning_rate", peak_lr(cfg, world)),
-                               ("opt_name", cfg.optimizer), ("bn_group_size", cfg.bn_group_size(world))):
+            for key, value in (
+                ("global_batch_size", world * cfg.batch_per_rank),
+                ("train_samples", self.train_data.total),
+                ("eval_samples", self.val_data.total),
+                ("opt_base_learning_rate", peak_lr(cfg, world)),
+                ("opt_name", cfg.optimizer),
+                ("bn_group_size", cfg.bn_group_size(world)),
+            ):
                 self.log.emit(key, value)
         self.log.emit("allreduce_plan", None, buckets=self.plan)
         for epoch in range(self.progress.epoch, cfg.epochs):
@@ -169,10 +177,19 @@ class Session:
         first = self.progress.batch
         if first == 0:
             self.log.start("epoch_start", epoch, epoch_num=epoch)
-        ids = epoch_indices(self.train_data.counts, self.layout, cfg.seed, epoch)[first * cfg.batch_per_rank:]
-        loader = batches(self.train_data, ids, cfg.batch_per_rank, TrainPipeline(cfg.image_size, lc.crop_scale),
-                         cfg.image_size, seed=cfg.seed, epoch=epoch, workers=lc.workers, drop_last=False,
-                         prefetch=lc.prefetch)
+        ids = epoch_indices(self.train_data.counts, self.layout, cfg.seed, epoch)[first * cfg.batch_per_rank :]
+        loader = batches(
+            self.train_data,
+            ids,
+            cfg.batch_per_rank,
+            TrainPipeline(cfg.image_size, lc.crop_scale),
+            cfg.image_size,
+            seed=cfg.seed,
+            epoch=epoch,
+            workers=lc.workers,
+            drop_last=False,
+            prefetch=lc.prefetch,
+        )
         t_epoch, images = time.perf_counter(), 0
         for wait, (x, y, _) in timed(loader):
             self.ctx.phase = f"epoch {epoch}, step {self.progress.step}"
@@ -180,14 +197,30 @@ class Session:
             lr = learning_rate(cfg, world, self.progress.step, self.steps_per_epoch)
             t = self.trainer.step(x, y, lr)
             images += len(y) * world
-            self.log.emit("step", self.progress.step, epoch_num=epoch, loss=t.loss, lr=lr, batch=len(y) * world,
-                          data_s=wait, fwd_bwd_s=t.fwd_bwd_s, allreduce_s=t.allreduce_s,
-                          allreduce_wait_s=t.allreduce_wait_s, optimizer_s=t.optimizer_s)
+            self.log.emit(
+                "step",
+                self.progress.step,
+                epoch_num=epoch,
+                loss=t.loss,
+                lr=lr,
+                batch=len(y) * world,
+                data_s=wait,
+                fwd_bwd_s=t.fwd_bwd_s,
+                allreduce_s=t.allreduce_s,
+                allreduce_wait_s=t.allreduce_wait_s,
+                optimizer_s=t.optimizer_s,
+            )
             self.progress.step += 1
             self.progress.batch += 1
         seconds = time.perf_counter() - t_epoch
-        self.log.end("epoch_stop", epoch, epoch_num=epoch, seconds=seconds, images=images,
-                     images_per_s=images / seconds if seconds > 0 else 0.0)
+        self.log.end(
+            "epoch_stop",
+            epoch,
+            epoch_num=epoch,
+            seconds=seconds,
+            images=images,
+            images_per_s=images / seconds if seconds > 0 else 0.0,
+        )
         last = epoch == cfg.epochs - 1
         if last or (epoch + 1) % cfg.eval_every == 0:
             self.evaluate(epoch)
@@ -207,8 +240,13 @@ class Session:
         t0 = time.perf_counter()
         self.progress.elapsed_s = self.elapsed()
         checkpoint.save(self.ckpt_path, self.trainer.model, self.trainer.opt, self.progress, self.meta, self.ctx.comm)
-        self.log.emit("checkpoint", self.progress.step, epoch_num=self.progress.epoch, batch=self.progress.batch,
-                      seconds=time.perf_counter() - t0)
+        self.log.emit(
+            "checkpoint",
+            self.progress.step,
+            epoch_num=self.progress.epoch,
+            batch=self.progress.batch,
+            seconds=time.perf_counter() - t0,
+        )
 
     def evaluate(self, epoch: int) -> None:
         """Top-1/top-5 on the val split; remembers when the target is first reached."""
@@ -238,9 +276,12 @@ class Session:
             "seed": spec.train.seed,
             "bn_group": spec.train.bn_group,
             "repetition": spec.repetition,
-            "data": {"train_sha256": self.train_data.manifest["source"]["sha256"],
-                     "val_sha256": self.val_data.manifest["source"]["sha256"],
-                     "train_dir": str(spec.train_dir), "val_dir": str(spec.val_dir)},
+            "data": {
+                "train_sha256": self.train_data.manifest["source"]["sha256"],
+                "val_sha256": self.val_data.manifest["source"]["sha256"],
+                "train_dir": str(spec.train_dir),
+                "val_dir": str(spec.val_dir),
+            },
             "threads_per_rank": torch.get_num_threads(),
             "final": self.progress.evals[-1] if self.progress.evals else None,
             "target_reached": self.progress.reached,
@@ -254,9 +295,29 @@ class Session:
 # the sweep's grid, timeouts, loader workers and prefetch, overlap, bucket size, threads, evaluation and
 # checkpoint cadence, the target: raising comm.timeout_s after a watchdog abort must not throw the run away.
 MATH_KEYS = {
-    "train": ("model", "width", "image_size", "batch_per_rank", "epochs", "base_lr", "reference_batch",
-              "warmup_epochs", "momentum", "weight_decay", "label_smoothing", "seed", "optimizer", "nesterov",
-              "lars_eta", "lr_schedule", "poly_power", "decay_epochs", "decay_factor", "bn_group", "bf16"),
+    "train": (
+        "model",
+        "width",
+        "image_size",
+        "batch_per_rank",
+        "epochs",
+        "base_lr",
+        "reference_batch",
+        "warmup_epochs",
+        "momentum",
+        "weight_decay",
+        "label_smoothing",
+        "seed",
+        "optimizer",
+        "nesterov",
+        "lars_eta",
+        "lr_schedule",
+        "poly_power",
+        "decay_epochs",
+        "decay_factor",
+        "bn_group",
+        "bf16",
+    ),
     "loader": ("crop_scale", "eval_crop_fraction"),
 }
 
@@ -274,7 +335,9 @@ def resume_key(spec: RunSpec, world: int, data_sha256: str) -> dict[str, Any]:
     return {"numerics": NUMERICS, "world_size": world, **kept, "train_sha256": data_sha256}
 
 
-def evaluate(trainer: Trainer, data: ShardDataset, spec: RunSpec, layout: Any, ctx: Context) -> tuple[float, float, int]:
+def evaluate(
+    trainer: Trainer, data: ShardDataset, spec: RunSpec, layout: Any, ctx: Context
+) -> tuple[float, float, int]:
     """Top-1, top-5 over the whole val split: every sample once, [correct1, correct5, count] summed."""
     model = trainer.model
     model.eval()
@@ -282,9 +345,18 @@ def evaluate(trainer: Trainer, data: ShardDataset, spec: RunSpec, layout: Any, c
     lc, size = spec.config.loader, spec.train.image_size
     outputs = model.fc.out_features  # type: ignore[union-attr]
     with torch.no_grad():
-        for x, y, _ in batches(data, eval_indices(data.local_ids(), layout), 2 * spec.train.batch_per_rank,
-                               EvalPipeline(size, lc.eval_crop_fraction), size, seed=0, epoch=0, workers=lc.workers,
-                               drop_last=False, prefetch=lc.prefetch):
+        for x, y, _ in batches(
+            data,
+            eval_indices(data.local_ids(), layout),
+            2 * spec.train.batch_per_rank,
+            EvalPipeline(size, lc.eval_crop_fraction),
+            size,
+            seed=0,
+            epoch=0,
+            workers=lc.workers,
+            drop_last=False,
+            prefetch=lc.prefetch,
+        ):
             x, y = x.to(trainer.device), y.to(trainer.device)
             top = model(x).topk(min(5, outputs), dim=1).indices
             counts += [(top[:, 0] == y).sum().item(), (top == y[:, None]).any(1).sum().item(), len(y)]

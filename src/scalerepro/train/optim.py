@@ -8,7 +8,8 @@ parameters and biases get plain momentum SGD without decay (Goyal et al.
 from __future__ import annotations
 
 import bisect
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import torch
 from torch import nn
@@ -20,8 +21,10 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
     """Conv/linear weights (decayed, LARS) and batch-norm/bias parameters (neither)."""
     decay = [p for p in model.parameters() if p.requires_grad and p.ndim > 1]
     no_decay = [p for p in model.parameters() if p.requires_grad and p.ndim <= 1]
-    return [{"params": decay, "weight_decay": weight_decay, "lars": True},
-            {"params": no_decay, "weight_decay": 0.0, "lars": False}]
+    return [
+        {"params": decay, "weight_decay": weight_decay, "lars": True},
+        {"params": no_decay, "weight_decay": 0.0, "lars": False},
+    ]
 
 
 class LARS(torch.optim.Optimizer):
@@ -32,8 +35,10 @@ class LARS(torch.optim.Optimizer):
 
     def __init__(self, params: Iterable[Any], lr: float, momentum: float, eta: float, nesterov: bool) -> None:
         """Groups may set ``weight_decay`` and ``lars`` (default True)."""
-        super().__init__(params, {"lr": lr, "momentum": momentum, "eta": eta, "nesterov": nesterov,
-                                  "weight_decay": 0.0, "lars": True})
+        super().__init__(
+            params,
+            {"lr": lr, "momentum": momentum, "eta": eta, "nesterov": nesterov, "weight_decay": 0.0, "lars": True},
+        )
 
     @torch.no_grad()
     def step(self, closure: Any = None) -> None:  # type: ignore[override]
@@ -49,8 +54,9 @@ class LARS(torch.optim.Optimizer):
         scale = group["lr"]
         if group["lars"]:
             w_norm, g_norm = torch.linalg.vector_norm(p), torch.linalg.vector_norm(grad)
-            trust = torch.where((w_norm > 0) & (g_norm > 0), group["eta"] * w_norm / (g_norm + wd * w_norm),
-                                torch.ones_like(w_norm))
+            trust = torch.where(
+                (w_norm > 0) & (g_norm > 0), group["eta"] * w_norm / (g_norm + wd * w_norm), torch.ones_like(w_norm)
+            )
             scale = scale * trust
         update = grad.add(p, alpha=wd) if wd else grad.clone()
         update.mul_(scale)

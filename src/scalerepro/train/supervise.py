@@ -123,8 +123,10 @@ def report(code: int, watch: Watch, ended: float, run_dir: Path) -> str:
         who = ", ".join(f"rank {p['rank']} (pid {p['pid']} on {p['host']})" for p in watch.first)
         lead = f"the job failed ({status}) {ended - watch.first_at:.2f} s after {who} exited first"
     else:
-        lead = (f"the job failed ({status}); no rank on this host exited before the launcher "
-                f"(see the launcher's and the ranks' messages above)")
+        lead = (
+            f"the job failed ({status}); no rank on this host exited before the launcher "
+            f"(see the launcher's and the ranks' messages above)"
+        )
     return f"scalerepro supervise: error: {lead}; {last_step(run_dir)}. {last_checkpoint(run_dir)}"
 
 
@@ -160,5 +162,7 @@ def last_checkpoint(run_dir: Path) -> str:
         progress = torch.load(path, map_location="cpu", weights_only=True)["progress"]
     except Exception as exc:  # a damaged file: say so, the rerun refuses it with the fix
         return f"The checkpoint {path} does not load ({type(exc).__name__}: {exc}); delete it to start over."
-    return (f"Last checkpoint {path} loads: it resumes at epoch {progress['epoch']}, batch {progress['batch']} "
-            f"(step {progress['step']}); rerun the same command to continue from it.")
+    return (
+        f"Last checkpoint {path} loads: it resumes at epoch {progress['epoch']}, batch {progress['batch']} "
+        f"(step {progress['step']}); rerun the same command to continue from it."
+    )

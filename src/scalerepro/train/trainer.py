@@ -52,8 +52,14 @@ def broadcast_state(model: nn.Module, comm: MPI.Intracomm) -> None:
 class Trainer:
     """Forward, backward, gradient all-reduce (bucketed, averaged), optimizer step."""
 
-    def __init__(self, model: nn.Module, cfg: TrainConfig, reduce: Reducer, world: int,
-                 device: torch.device = torch.device("cpu")) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        cfg: TrainConfig,
+        reduce: Reducer,
+        world: int,
+        device: torch.device = torch.device("cpu"),
+    ) -> None:
         """Train ``model`` (moved to ``device``) with ``reduce`` summing gradient buckets over ``world`` ranks."""
         self.model = model.to(device)
         self.device = device
@@ -117,8 +123,10 @@ def build_trainer(cfg: TrainConfig, algorithm: str, ctx: Context, classes: int, 
 
 def allreduce_plan(trainer: Trainer, algorithm: str, ctx: Context) -> list[dict[str, Any]]:
     """Per gradient bucket: its bytes and the schedule that sums it (``auto``'s choice, executor, colors, grid...)."""
-    return [{"bucket": i, "bytes": buf.numel() * buf.element_size(), **resolve(buf, algorithm, ctx).record()}
-            for i, buf in enumerate(trainer.buckets.buffers)]
+    return [
+        {"bucket": i, "bytes": buf.numel() * buf.element_size(), **resolve(buf, algorithm, ctx).record()}
+        for i, buf in enumerate(trainer.buckets.buffers)
+    ]
 
 
 def check_algorithm(name: str) -> None:
@@ -129,5 +137,4 @@ def check_algorithm(name: str) -> None:
 def uses_torch(name: str, device: str, ctx: Context) -> bool:
     """Whether gradient or batch-norm sums on ``device`` go through torch.distributed."""
     entry = get(name)
-    return (device == "cuda" or ctx.params.executor == "torch"
-            or (entry is not None and entry.executor == "torch"))
+    return device == "cuda" or ctx.params.executor == "torch" or (entry is not None and entry.executor == "torch")

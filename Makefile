@@ -8,7 +8,7 @@ PYTHON ?= python3
 export PATH := $(abspath $(BIN)):$(PATH)
 export DVC_NO_ANALYTICS := true
 
-.PHONY: run simulate test venv dry-run lint report clean-stage clean
+.PHONY: run simulate test test-fast venv dry-run lint format report clean-stage clean
 
 run: $(STAMP)
 	snakemake --cores 2 --profile workflow/profiles/laptop
@@ -22,6 +22,10 @@ simulate: $(STAMP)
 test: $(STAMP)
 	pytest
 
+# The edit loop: everything but the end-to-end runs (slow) and the SLURM cluster (slurm); a few minutes.
+test-fast: $(STAMP)
+	pytest -m "not slow and not slurm"
+
 venv: $(STAMP)
 
 $(STAMP): requirements.lock pyproject.toml
@@ -33,8 +37,18 @@ $(STAMP): requirements.lock pyproject.toml
 dry-run: $(STAMP)
 	snakemake -n --cores 2
 
+# Zero findings expected; .ci/run runs this before the tests. Settings: pyproject.toml.
 lint: $(STAMP)
+	ruff check src tests
+	ruff format --check src tests
+	mypy
+	snakefmt --check Snakefile workflow
 	snakemake --lint
+
+# Apply the formatters lint checks.
+format: $(STAMP)
+	ruff format src tests
+	snakefmt Snakefile workflow
 
 report: $(STAMP)
 	snakemake --report results/report.html

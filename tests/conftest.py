@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,28 +11,19 @@ import pytest
 
 from scalerepro.config import from_mapping
 from scalerepro.data.pack import shard_split
-from scalerepro.data.synth import SynthSpec, generate
-
-REPO = Path(__file__).resolve().parents[1]
-SMALL = SynthSpec(name="tiny", train_per_class=12, val_per_class=4, max_size=160, quirks_per_kind=2)
-
-
-def mpiexec() -> str:
-    """The mpiexec beside this Python (the mpich wheel's)."""
-    beside = Path(sys.executable).with_name("mpiexec")
-    found = str(beside) if beside.exists() else shutil.which("mpiexec")
-    if not found:
-        pytest.skip("mpiexec not found; install the mpich wheel (make venv)")
-    return found
+from scalerepro.data.synth import generate
+from scalerepro.oversubscription import launch_env
+from tests.support import SMALL, mpiexec
 
 
 @pytest.fixture
 def run_mpi():
-    """Run ``python -c/-m ...`` on N ranks; return the CompletedProcess (never hangs: timeout)."""
+    """Run ``python -c/-m ...`` on N ranks, with MPI's yield settings when they outnumber the cores; return the
+    CompletedProcess (never hangs: timeout)."""
 
     def run(n: int, args: list[str], timeout: float = 300, env: dict | None = None, check: bool = True):
         cmd = [mpiexec(), "-n", str(n), sys.executable, *args]
-        full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
+        full_env = launch_env(n, {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env)
         if check and proc.returncode != 0:
             raise AssertionError(

@@ -13,7 +13,7 @@ from snakemake.utils import update_config
 from scalerepro.cli import _parse_set
 from scalerepro.config import from_mapping, load, schema, validate
 from scalerepro.errors import UserError
-from tests.conftest import REPO
+from tests.support import REPO
 
 
 def test_empty_config_takes_every_default(default_config):
@@ -32,7 +32,8 @@ def test_every_schema_key_has_type_description_default():
     for section, sub in schema()["properties"].items():
         assert {"description", "type", "default"} <= set(sub), section
         for key, spec in sub["properties"].items():
-            assert {"description", "default"} <= set(spec) and {"type", "oneOf"} & set(spec), f"{section}.{key}"
+            assert {"description", "default"} <= set(spec), f"{section}.{key}"
+            assert {"type", "oneOf"} & set(spec), f"{section}.{key}"
 
 
 def test_defaults_validate_against_their_own_schema():
@@ -99,10 +100,17 @@ def test_missing_and_malformed_files_are_named(tmp_path):
         load(None, "{oops")
 
 
+def test_file_inline_and_overrides_merge_key_by_key_later_winning(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("train:\n  epochs: 3\n  width: 8\nbench:\n  rounds: 2\n")
+    cfg = load(path, '{"train": {"epochs": 4, "seed": 7}}', {"train": {"seed": 9}, "bench": {"rounds": 5}})
+    assert (cfg.train.epochs, cfg.train.width, cfg.train.seed, cfg.bench.rounds) == (4, 8, 9, 5)
+    with pytest.raises(UserError, match="train.epochs"):
+        load(path, None, {"train": {"epochs": -1}})
+
+
 def test_set_overrides_parse_values_and_reject_bad_syntax():
-    assert json.loads(_parse_set(["train.epochs=2", "train.algorithms=[ring]"])) == {
-        "train": {"epochs": 2, "algorithms": ["ring"]}
-    }
+    assert _parse_set(["train.epochs=2", "train.algorithms=[ring]"]) == {"train": {"epochs": 2, "algorithms": ["ring"]}}
     with pytest.raises(UserError, match="SECTION.KEY=VALUE"):
         _parse_set(["epochs=2"])
 

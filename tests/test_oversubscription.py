@@ -8,8 +8,17 @@ import sys
 
 import pytest
 
+from scalerepro import cli
 from scalerepro.errors import UserError
-from scalerepro.oversubscription import SWITCH, YIELD_SETTINGS, local_ranks, node_cores, settings, tune
+from scalerepro.oversubscription import (
+    SWITCH,
+    YIELD_SETTINGS,
+    launch_env,
+    local_ranks,
+    node_cores,
+    settings,
+    tune,
+)
 
 
 @pytest.mark.parametrize(
@@ -65,21 +74,40 @@ def test_tune_updates_the_environment_it_is_given():
     assert env == {"MPI_LOCALNRANKS": "64", **YIELD_SETTINGS}
 
 
-def test_package_import_sets_them_before_mpi_starts():
-    """``import scalerepro`` tunes the environment without initialising MPI itself."""
+def test_importing_the_package_leaves_the_environment_alone():
+    """``import scalerepro`` (and every subpackage) changes no environment variable, even when oversubscribed."""
     probe = (
-        "import os, sys, scalerepro; print('mpi4py.MPI' in sys.modules, os.environ.get('MPIR_CVAR_POLLS_BEFORE_YIELD'))"
+        "import os; e = dict(os.environ); import scalerepro, scalerepro.cli, scalerepro.comm, scalerepro.data, "
+        "scalerepro.sim, scalerepro.train, scalerepro.analysis; assert dict(os.environ) == e, "
+        "set(os.environ.items()) ^ set(e.items())"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("MPIR_CVAR")} | {"MPI_LOCALNRANKS": "4096"}
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True).stdout
-    assert out.split() == ["False", "1"]
+    subprocess.run([sys.executable, "-c", probe], env=env, check=True)
+
+
+def test_the_cli_sets_them_before_any_command_runs(tmp_path, monkeypatch, capsys):
+    """``scalerepro <command>`` applies the settings before the command (which may start MPI) runs."""
+    monkeypatch.setenv("MPI_LOCALNRANKS", "4096")
+    monkeypatch.delenv(SWITCH, raising=False)
+    for key in YIELD_SETTINGS:  # set, then removed: monkeypatch restores them (absent) after the test
+        monkeypatch.setenv(key, "")
+        monkeypatch.delenv(key)
+    assert cli.main(["cost-model", "--bench", str(tmp_path / "none.json"), "--out", str(tmp_path / "o.json")]) == 2
+    assert "no bench JSON matches" in capsys.readouterr().err
+    assert {k: os.environ.get(k) for k in YIELD_SETTINGS} == YIELD_SETTINGS
+
+
+def test_launch_env_adds_them_for_more_ranks_than_cores():
+    base = {k: v for k, v in os.environ.items() if not k.startswith("MPIR_CVAR") and k != SWITCH}
+    assert launch_env(node_cores(base) + 1, base) == {**base, **YIELD_SETTINGS}
+    assert launch_env(1, base) == base
 
 
 @pytest.mark.mpi
 def test_mpiexec_ranks_are_counted(run_mpi):
     """Hydra's MPI_LOCALNRANKS is read: 3 ranks get the settings exactly when the node has fewer than 3 cores."""
     probe = (
-        "import os, scalerepro; from mpi4py import MPI; "
+        "import os; from scalerepro.oversubscription import tune; tune(); from mpi4py import MPI; "
         "seen = MPI.COMM_WORLD.gather(os.environ.get('MPIR_CVAR_POLLS_BEFORE_YIELD', '-')); "
         "MPI.COMM_WORLD.rank == 0 and print(*seen)"
     )

@@ -1,8 +1,7 @@
-"""scalerepro: reproduce large-scale synchronous data-parallel ImageNet training experiments."""
+"""scalerepro: reproduce large-scale synchronous data-parallel ImageNet training experiments.
 
-from scalerepro.oversubscription import tune as _tune_mpi_progress
+Importing the package has no side effects: MPI's progress settings are applied by
+:func:`scalerepro.oversubscription.tune`, which the CLI calls before MPI starts.
+"""
 
 __version__ = "0.1.0"
-
-# Before any submodule imports mpi4py.MPI (MPI reads its settings once, at initialisation).
-_tune_mpi_progress()

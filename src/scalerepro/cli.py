@@ -8,7 +8,7 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -16,6 +16,10 @@ from scalerepro import __version__
 from scalerepro.comm.costmodel import RESNET50_GRADIENT_BYTES
 from scalerepro.errors import UserError
 from scalerepro.oversubscription import emulate_nodes, usable_cpus
+from scalerepro.oversubscription import tune as tune_mpi_progress
+
+if TYPE_CHECKING:
+    from scalerepro.config import Config
 
 CONFIG_HELP = "YAML config file (e.g. config/config.yaml); keys missing there take the schema's defaults"
 
@@ -24,29 +28,28 @@ def _progress(label: str, timed: bool = False) -> Callable[[int, int], None]:
     """A progress callback printing about every 10% (``timed``: every 1%, with the rate and time left) to stderr."""
     import time
 
-    state = {"last": -1, "t0": time.monotonic(), "first": None}
+    t0, last, first = time.monotonic(), -1, -1
     step = 1 if timed else 10
 
     def report(done: int, total: int) -> None:
+        nonlocal last, first
         pct = done * 100 // max(1, total)
-        if state["first"] is None:
-            state["first"] = done - 1  # work kept from an earlier attempt is not this attempt's rate
-        if pct // step != state["last"] // step or done == total:
-            state["last"] = pct
+        if first < 0:
+            first = done - 1  # work kept from an earlier attempt is not this attempt's rate
+        if pct // step != last // step or done == total:
+            last = pct
             line = f"{label}: {done}/{total} ({pct}%)"
-            elapsed = time.monotonic() - state["t0"]
-            if timed and elapsed > 0 and done > state["first"]:
-                rate = (done - state["first"]) / elapsed
+            elapsed = time.monotonic() - t0
+            if timed and elapsed > 0 and done > first:
+                rate = (done - first) / elapsed
                 line += f", {rate:.0f}/s, {(total - done) / rate / 60:.1f} min left"
             print(line, file=sys.stderr, flush=True)
 
     return report
 
 
-def _parse_set(items: list[str]) -> str | None:
-    """``--set section.key=value`` pairs as one inline JSON object (values parsed as YAML)."""
-    if not items:
-        return None
+def _parse_set(items: list[str]) -> dict[str, dict[str, Any]]:
+    """``--set section.key=value`` pairs as sections of keys (values parsed as YAML)."""
     out: dict[str, dict[str, Any]] = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -54,26 +57,29 @@ def _parse_set(items: list[str]) -> str | None:
         if not sep or not dot or not section or not name:
             raise UserError(f"--set {item!r}: expected SECTION.KEY=VALUE, e.g. --set train.epochs=2")
         out.setdefault(section, {})[name] = yaml.safe_load(value)
-    return json.dumps(out)
+    return out
+
+
+def _root_printer(comm: Any) -> Callable[[str], None]:
+    """A progress callback printing each line to stderr on rank 0 only."""
+
+    def emit(line: str) -> None:
+        if comm.rank == 0:
+            print(line, file=sys.stderr, flush=True)
+
+    return emit
 
 
 def _expand(patterns: list[str]) -> list[Path]:
     """The files matching any of the glob ``patterns``, sorted, each once."""
-    return sorted({Path(p) for pattern in patterns for p in glob.glob(pattern)})
+    return sorted({Path(p) for pattern in patterns for p in glob.glob(pattern)})  # noqa: PTH207 (patterns may be absolute; Path.glob takes relative ones)
 
 
-def _config(args: argparse.Namespace) -> Any:
-    """The validated, frozen Config from --config, --config-json and --set (later wins)."""
+def _config(args: argparse.Namespace) -> Config:
+    """The validated, frozen Config from --config, --config-json and --set (later wins), merged and validated once."""
     from scalerepro.config import load
 
-    cfg = load(args.config, args.config_json)
-    overrides = _parse_set(args.set)
-    if overrides:
-        merged = cfg.to_dict()
-        for section, values in json.loads(overrides).items():
-            merged.setdefault(section, {}).update(values)
-        cfg = load(None, json.dumps(merged))
-    return cfg
+    return load(args.config, args.config_json, _parse_set(args.set))
 
 
 def _add_config_flags(p: argparse.ArgumentParser) -> None:
@@ -228,7 +234,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     try:
         record = run(spec, block_ordered(world()) if cfg.train.emulate_nodes > 1 else world())
     except Preempted as exc:
-        on_root(world(), lambda: print(f"scalerepro train: {exc}", file=sys.stderr, flush=True))
+        message = f"scalerepro train: {exc}"
+        on_root(world(), lambda: print(message, file=sys.stderr, flush=True))
         return 128 + exc.signum
     final = record["final"] or {}
     on_root(
@@ -261,104 +268,34 @@ def cmd_supervise(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> None:
     """All-reduce sweep with correctness check; JSON for analysis, a table for people."""
-    import os
-    import platform
-    import statistics
-
-    import numpy as np
-
     from scalerepro.comm.algorithms import get
-    from scalerepro.comm.context import Context
-    from scalerepro.comm.harness import (
-        DTYPES,
-        HEADER,
-        SweepSpec,
-        compare,
-        format_comparison,
-        reduction_cost,
-        sweep,
-        total_wrong,
-    )
+    from scalerepro.comm.harness import SweepSpec, run, total_wrong
     from scalerepro.io import write_json_atomic
-    from scalerepro.mpi import hosts, library_version, on_root, world
-    from scalerepro.oversubscription import node_cores
-    from scalerepro.provenance import argv, versions
+    from scalerepro.mpi import on_root, world
 
     cfg = _config(args)
     b = cfg.bench
     algos = tuple(args.algos.split(",")) if args.algos else b.algorithms
     for a in algos:
         get(a)
-    peers = [p for p in (args.compare or "").split(",") if p]
-    for peer in peers:
-        if peer not in algos:
-            raise UserError(f"--compare {peer}: not among the benchmarked algorithms {list(algos)}; add it to --algos")
+    fields = (b.min_bytes, b.max_bytes, b.dtype, b.warmup, b.iters, b.check, b.min_time_s, b.max_iters)
+    spec = SweepSpec(algos, *fields, device=args.device, threads=0, rounds=b.rounds)
     comm = world()
-    on_root(
-        comm,
-        lambda: print(
-            f"# world size {comm.size}, {library_version()}, {args.device} buffers, "
-            f"comm.executor={cfg.comm.executor}\n{HEADER}",
-            file=sys.stderr,
-        ),
-    )
-    with Context(comm, cfg.comm.params()) as ctx:
-        nodes = ctx.nodes()
-        placement = {
-            "ranks_per_node": max(nodes.count(n) for n in nodes),
-            "cores_per_node": min(comm.allgather(node_cores(os.environ))),
-        }
-        spec = SweepSpec(
-            algos,
-            b.min_bytes,
-            b.max_bytes,
-            b.dtype,
-            b.warmup,
-            b.iters,
-            b.check,
-            b.min_time_s,
-            b.max_iters,
-            args.device,
-            max(1, placement["cores_per_node"] // placement["ranks_per_node"]),
-            b.rounds,
-        )
-        rows = sweep(ctx, spec)
-    gamma = statistics.median(comm.allgather(reduction_cost(np.dtype(DTYPES[b.dtype]))))
-    ratios = {peer: compare(rows, peer) for peer in peers}
-    record = {
-        "argv": argv(),
-        "world_size": comm.size,
-        "hosts": hosts(comm),
-        "nodes": list(nodes),
-        "mpi_library": library_version(),
-        "versions": versions(),
-        "platform": platform.platform(),
-        "spec": spec.__dict__ | {"algorithms": list(algos)},
-        "device": args.device,
-        **placement,
-        "params": cfg.to_dict()["comm"],
-        "reduction_s_per_byte": gamma,
-        "env": {k: v for k, v in os.environ.items() if k.startswith(("OMP_", "MPIR_", "MPICH_", "SLURM_", "NCCL_"))},
-        "rows": rows,
-        "comparisons": [c for peer in peers for c in ratios[peer]],
-    }
-    on_root(comm, lambda: write_json_atomic(args.out, record))
-    for peer in peers:
-        table = format_comparison(ratios[peer])
-        on_root(comm, lambda: print(f"# ratios against {peer} (same run)\n{table}", file=sys.stderr))
-    wrong = total_wrong(rows)
+    peers = [p for p in (args.compare or "").split(",") if p]
+    result = run(comm, cfg.comm.params(), spec, peers, lambda text: print(text, file=sys.stderr, flush=True))
+    result["params"] = cfg.to_dict()["comm"]
+    on_root(comm, lambda: write_json_atomic(args.out, result))
+    wrong = total_wrong(result["rows"])
     if wrong:
         raise UserError(f"{wrong} wrong elements in the all-reduce results (see #wrong in {args.out})")
 
 
 def cmd_bench_loader(args: argparse.Namespace) -> None:
     """Shard loader vs torchvision ImageFolder + DataLoader on the same JPEGs, same run; JSON + table."""
-    import platform
-
     from scalerepro.data import loaderbench as lb
     from scalerepro.data.shards import read_manifest
     from scalerepro.io import write_json_atomic
-    from scalerepro.provenance import argv, versions
+    from scalerepro.provenance import record
 
     scale = tuple(float(x) for x in args.scale.split(","))
     if len(scale) != 2 or not 0 < scale[0] <= scale[1] <= 1:
@@ -386,9 +323,7 @@ def cmd_bench_loader(args: argparse.Namespace) -> None:
     write_json_atomic(
         args.out,
         {
-            "argv": argv(),
-            "versions": versions(),
-            "platform": platform.platform(),
+            **record(),
             "cpus": len(usable_cpus()),
             "spec": {**spec.__dict__},
             "dataset": str(dataset),
@@ -404,8 +339,8 @@ def cmd_bench_loader(args: argparse.Namespace) -> None:
 def cmd_bench_train(args: argparse.Namespace) -> None:
     """Our training loop vs PyTorch DDP, same model, batch and data, same run (under mpiexec/srun); JSON + table."""
     from scalerepro.io import write_json_atomic
-    from scalerepro.mpi import hosts, on_root, world
-    from scalerepro.provenance import argv, versions
+    from scalerepro.mpi import on_root, world
+    from scalerepro.provenance import record
     from scalerepro.train import bench
     from scalerepro.train.trainer import check_algorithm
 
@@ -417,26 +352,19 @@ def cmd_bench_train(args: argparse.Namespace) -> None:
         )
     spec = bench.TrainBenchSpec(args.algo, args.steps, args.warmup, args.reps, args.classes)
     comm = world()
-    quiet = comm.rank != 0
-    result = bench.run(cfg, spec, comm, lambda line: quiet or print(line, file=sys.stderr, flush=True))
-    record = {
-        "argv": argv(),
-        "versions": versions(),
-        "hosts": hosts(comm),
-        "spec": spec.__dict__,
-        "config": cfg.to_dict(),
-        **result,
-    }
+    result = bench.run(cfg, spec, comm, _root_printer(comm))
+    out = {**record(comm), "spec": spec.__dict__, "config": cfg.to_dict(), **result}
     if args.baselines:
-        record["published_per_accelerator"] = bench.published_per_accelerator(Path(args.baselines), cfg.train.model)
-    on_root(comm, lambda: write_json_atomic(args.out, record))
+        out["published_per_accelerator"] = bench.published_per_accelerator(Path(args.baselines), cfg.train.model)
+    on_root(comm, lambda: write_json_atomic(args.out, out))
     on_root(
         comm,
         lambda: print(
             bench.format_summary(result["summary"])
             + "".join(
-                f"\npublished {b['work']}: {b['images_per_s_per_accelerator']:.0f} images/s per accelerator ({b['hardware']})"
-                for b in record.get("published_per_accelerator", [])
+                f"\npublished {b['work']}: {b['images_per_s_per_accelerator']:.0f} images/s per accelerator "
+                f"({b['hardware']})"
+                for b in out.get("published_per_accelerator", [])
             ),
             file=sys.stderr,
         ),
@@ -486,7 +414,8 @@ def cmd_cost_model(args: argparse.Namespace) -> None:
     for f in fits:
         bw = 1 / f.beta_s_per_byte / 1e9 if f.beta_s_per_byte else float("inf")
         print(
-            f"{f.algorithm:>15} {f.regime:>14} {f.alpha_s * 1e6:>10.2f} {bw:>11.2f} {1 / f.gamma_s_per_byte / 1e9:>12.2f} "
+            f"{f.algorithm:>15} {f.regime:>14} {f.alpha_s * 1e6:>10.2f} {bw:>11.2f} "
+            f"{1 / f.gamma_s_per_byte / 1e9:>12.2f} "
             f"{f.points:>7} {f.median_rel_residual:>10.1%} {f.max_rel_residual:>9.1%}",
             file=sys.stderr,
         )
@@ -911,7 +840,9 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser(
         "bench",
         help="all-reduce sweep, nccl-tests style (run under mpiexec/srun)",
-        description="Sizes by doubling; t = max over ranks of the mean; busbw = algbw*2(p-1)/p; checked. "
+        description="Sizes by doubling; each size out of place (result in a separate buffer, the send buffer checked "
+        "unchanged) and in place, as nccl-tests' two column groups, then its # Avg bus bandwidth footer; "
+        "t = max over ranks of the mean; busbw = algbw*2(p-1)/p; checked. "
         "Each row records the executor (--set comm.executor=mpi|torch) and the schedule "
         "that ran (colors, orders, grid, or what the algorithm reduced to).",
     )
@@ -1174,6 +1105,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: run the command; bad input exits 2 with one clear message and no traceback."""
     args = parser().parse_args(argv)
     try:
+        tune_mpi_progress()  # before any command imports mpi4py.MPI (MPI reads its settings once, when it starts)
         code = args.fn(args)
     except UserError as exc:
         print(f"scalerepro {args.command}: error: {exc}", file=sys.stderr, flush=True)

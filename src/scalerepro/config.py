@@ -1,6 +1,6 @@
 """Typed, frozen configuration, validated once against the workflow's JSON schema.
 
-The schema (workflow/schemas/config.schema.yaml, shipped in the package) is
+The schema (src/scalerepro/schemas/config.schema.yaml, shipped in the package) is
 the single source of keys, types, ranges and defaults: Snakemake validates
 the workflow config against it at start-up, and every CLI builds its
 :class:`Config` through :func:`load`, so both refuse the same input with a
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields
 from functools import lru_cache
 from importlib import resources
@@ -139,7 +139,7 @@ class TrainConfig:
 
     def points(self) -> list[GridPoint]:
         """Every training run of the main grid and the studies, each once, in a stable order."""
-        grids = [{}] + [dict(study) for study in self.studies.values() if study is not None]
+        grids: list[dict[str, Any]] = [{}] + [dict(study) for study in self.studies.values() if study is not None]
         seen: dict[GridPoint, None] = {}
         for g in grids:
             for variant, algo, ranks, bn, seed in itertools.product(
@@ -273,7 +273,8 @@ class Config:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict (tuples become lists)."""
-        return json.loads(json.dumps(_asdict(self)))
+        plain: dict[str, Any] = json.loads(json.dumps(_asdict(self)))
+        return plain
 
     def for_variant(self, name: str) -> Config:
         """The config one run of train variant ``name`` trains with (base: train as written)."""
@@ -300,23 +301,24 @@ def _asdict(obj: Any) -> Any:
 @lru_cache(maxsize=4)
 def schema(path: str | None = None) -> dict[str, Any]:
     """The configuration JSON schema (the packaged copy, or the file at ``path``)."""
-    if path is None:
-        return yaml.safe_load(resources.files("scalerepro").joinpath("schemas/config.schema.yaml").read_text())
-    return yaml.safe_load(Path(path).read_text())
+    source = resources.files("scalerepro").joinpath("schemas/config.schema.yaml") if path is None else Path(path)
+    doc: dict[str, Any] = yaml.safe_load(source.read_text())
+    return doc
 
 
-def _with_defaults(validator_class: type) -> type:
+def _with_defaults(validator_class: Any) -> Any:
     """A validator class that fills ``default:`` values while validating (as Snakemake does)."""
     validate_properties = validator_class.VALIDATORS["properties"]
 
-    def set_defaults(validator, properties, instance, sub):  # type: ignore[no-untyped-def]
+    def set_defaults(validator: Any, properties: dict[str, Any], instance: Any, sub: Any) -> Iterator[Any]:
         if isinstance(instance, dict):
             for name, subschema in properties.items():
                 if "default" in subschema:
                     instance.setdefault(name, json.loads(json.dumps(subschema["default"])))
         yield from validate_properties(validator, properties, instance, sub)
 
-    return validators.extend(validator_class, {"properties": set_defaults})
+    extend: Callable[..., Any] = validators.extend  # untyped in jsonschema's stubs
+    return extend(validator_class, {"properties": set_defaults})
 
 
 def _key(path: Any) -> str:
@@ -326,7 +328,7 @@ def _key(path: Any) -> str:
 
 def validate(raw: Mapping[str, Any], schema_path: str | None = None) -> dict[str, Any]:
     """Validate a copy of ``raw`` and fill defaults; raise UserError naming every bad key."""
-    data = json.loads(json.dumps(dict(raw)))
+    data: dict[str, Any] = json.loads(json.dumps(dict(raw)))
     validator = _with_defaults(Draft202012Validator)(schema(schema_path))
     errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
     if errors:
@@ -373,12 +375,13 @@ def _check_cross_fields(data: Mapping[str, Any]) -> None:
     )
     if bench["min_bytes"] > bench["max_bytes"]:
         raise UserError(
-            f"invalid configuration:\n  bench.min_bytes ({bench['min_bytes']}) exceeds bench.max_bytes ({bench['max_bytes']})"
+            f"invalid configuration:\n  bench.min_bytes ({bench['min_bytes']}) exceeds "
+            f"bench.max_bytes ({bench['max_bytes']})"
         )
 
 
 SWEEP_KEYS = ("ranks", "algorithms", "bn_groups", "seeds", "repetitions", "variants", "studies")
-GRID_KEYS = SWEEP_KEYS + ("variant", "bn_group", "seed")  # what a variant may not set
+GRID_KEYS = (*SWEEP_KEYS, "variant", "bn_group", "seed")  # what a variant may not set
 
 
 def train_grids(train: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -483,7 +486,7 @@ def from_mapping(raw: Mapping[str, Any], schema_path: str | None = None) -> Conf
     )
 
 
-def validate_in_place(config: dict[str, Any], schema_path: str) -> Config:
+def validate_in_place(config: dict[str, Any], schema_path: str | None = None) -> Config:
     """For the Snakefile: validate the workflow config, fill its defaults in place, return it frozen."""
     frozen = from_mapping(config, schema_path)
     config.clear()
@@ -491,8 +494,11 @@ def validate_in_place(config: dict[str, Any], schema_path: str) -> Config:
     return frozen
 
 
-def load(path: str | Path | None = None, inline: str | None = None) -> Config:
-    """Config from a YAML/JSON file and/or an inline JSON object (inline keys win per section)."""
+def load(
+    path: str | Path | None = None, inline: str | None = None, overrides: Mapping[str, Mapping[str, Any]] | None = None
+) -> Config:
+    """Config from a YAML/JSON file, an inline JSON object and single-key overrides (later wins, key by key within a
+    section), validated once."""
     raw: dict[str, Any] = {}
     if path is not None:
         p = Path(path)
@@ -511,9 +517,13 @@ def load(path: str | Path | None = None, inline: str | None = None) -> Config:
             raise UserError(f"--config-json is not valid JSON: {exc}") from None
         if not isinstance(extra, dict):
             raise UserError("--config-json must be a JSON object of sections")
-        for section, values in extra.items():
-            if isinstance(values, dict) and isinstance(raw.get(section), dict):
-                raw[section] = {**raw[section], **values}
-            else:
-                raw[section] = values
+        _merge(raw, extra)
+    _merge(raw, overrides or {})
     return from_mapping(raw)
+
+
+def _merge(raw: dict[str, Any], sections: Mapping[str, Any]) -> None:
+    """Merge ``sections`` into ``raw`` key by key where both hold a mapping; otherwise the new value wins."""
+    for section, values in sections.items():
+        current = raw.get(section)
+        raw[section] = {**current, **values} if isinstance(values, Mapping) and isinstance(current, dict) else values

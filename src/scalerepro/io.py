@@ -22,11 +22,11 @@ def write_bytes_atomic(path: Path | str, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
     try:
-        with open(tmp, "wb") as fh:
+        with tmp.open("wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        tmp.replace(path)
     except OSError as exc:
         if exc.errno not in FULL:
             raise

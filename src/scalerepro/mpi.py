@@ -6,13 +6,18 @@ import os
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from mpi4py import MPI
 
 from scalerepro.errors import UserError
 
 T = TypeVar("T")
+
+
+def _intra(comm: MPI.Comm) -> MPI.Intracomm:
+    """A split of an intracommunicator, typed as one (mpi4py's stubs return Comm from Split and Split_type)."""
+    return cast(MPI.Intracomm, comm)
 
 
 def world() -> MPI.Intracomm:
@@ -29,11 +34,11 @@ def node_comm(comm: MPI.Intracomm) -> MPI.Intracomm:
     """Ranks on this rank's node: the same SLURM node (when under SLURM) and the same shared-memory domain."""
     names = comm.allgather(os.environ.get("SLURMD_NODENAME", ""))
     if len(set(names)) == 1:
-        return comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.rank)
+        return _intra(comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.rank))
     by_name = comm.Split(sorted(set(names)).index(names[comm.rank]), key=comm.rank)
     node = by_name.Split_type(MPI.COMM_TYPE_SHARED, key=comm.rank)
     by_name.Free()
-    return node
+    return _intra(node)
 
 
 def block_ordered(comm: MPI.Intracomm) -> MPI.Intracomm:
@@ -41,15 +46,7 @@ def block_ordered(comm: MPI.Intracomm) -> MPI.Intracomm:
     node = node_comm(comm)
     leader, local = node.bcast(comm.rank, root=0), node.rank
     node.Free()
-    return comm.Split(0, key=leader * comm.size + local)
-
-
-def node_name(comm: MPI.Intracomm) -> str:
-    """This rank's node (collective): SLURM's node name under SLURM, else its shared-memory domain's first rank."""
-    node = node_comm(comm)
-    first = node.bcast(comm.rank, root=0)
-    node.Free()
-    return os.environ.get("SLURMD_NODENAME") or f"shared-memory domain of rank {first}"
+    return _intra(comm.Split(0, key=leader * comm.size + local))
 
 
 @dataclass(frozen=True)
@@ -80,6 +77,11 @@ def node_layout(comm: MPI.Intracomm) -> Layout:
     leaders = sorted(set(first))
     sizes = tuple(first.count(r) for r in leaders)
     return Layout(node=leaders.index(first[comm.rank]), local_rank=local_rank, ranks_per_node=sizes)
+
+
+def nodes_of_ranks(comm: MPI.Intracomm) -> tuple[int, ...]:
+    """The node of every rank, numbered as :func:`node_layout` numbers them (collective)."""
+    return tuple(comm.allgather(node_layout(comm).node))
 
 
 def node_table(comm: MPI.Intracomm) -> list[dict[str, Any]]:
@@ -131,7 +133,7 @@ def on_root(comm: MPI.Intracomm, fn: Callable[[], T]) -> T | None:
 
 def agree(comm: MPI.Intracomm, fn: Callable[[], T]) -> T:
     """Run ``fn`` on every rank; if any rank fails, raise one clear error on all of them."""
-    result: Any = None
+    result: T | None = None
     error: str | None = None
     try:
         result = fn()
@@ -142,4 +144,4 @@ def agree(comm: MPI.Intracomm, fn: Callable[[], T]) -> T:
     if bad:
         rank, message = bad[0]
         raise UserError(message if comm.size == 1 else f"rank {rank}: {message}")
-    return result
+    return cast(T, result)  # fn returned on every rank

@@ -6,8 +6,10 @@ polls for a message from a descheduled peer burns its whole time slice,
 and every dependent step of a collective can cost a scheduler tick. MPICH's
 own CI runs its oversubscribed tests with the three settings below, which
 make a waiting rank yield the core. They must be in the environment when
-MPI initialises, so :func:`tune` runs when the ``scalerepro`` package is
-first imported, before any module imports ``mpi4py.MPI``.
+MPI initialises, so the CLI's ``main`` calls :func:`tune` before any
+command imports ``mpi4py.MPI`` (importing the package changes nothing);
+a launcher of ranks that do not go through the CLI (the tests' helper)
+passes :func:`launch_env` to ``mpiexec`` instead.
 
 Settings already in the environment win. ``SCALEREPRO_MPI_YIELD=1`` forces
 the settings, ``=0`` keeps MPICH's defaults even when oversubscribed.
@@ -62,17 +64,23 @@ def settings(env: Mapping[str, str], cores: int) -> dict[str, str]:
     return {k: v for k, v in YIELD_SETTINGS.items() if wanted and k not in env}
 
 
-def tune(env: MutableMapping[str, str] = os.environ) -> dict[str, str]:
-    """Add the yield settings to the environment where they apply; return what was added."""
-    added = settings(env, node_cores(env))
-    env.update(added)
+def tune(env: MutableMapping[str, str] | None = None) -> dict[str, str]:
+    """Add the yield settings to ``env`` (default: this process's) where they apply; return what was added."""
+    target = os.environ if env is None else env
+    added = settings(target, node_cores(target))
+    target.update(added)
     return added
+
+
+def launch_env(ranks: int, env: Mapping[str, str]) -> dict[str, str]:
+    """The environment for launching ``ranks`` ranks on this node: ``env`` plus the yield settings they need."""
+    return {**env, **settings({**env, LOCAL_RANKS[0]: str(ranks)}, node_cores(env))}
 
 
 CLIQUES = "MPIR_CVAR_NUM_CLIQUES"
 
 
-def emulate_nodes(count: int, env: MutableMapping[str, str] = os.environ) -> None:
+def emulate_nodes(count: int, env: MutableMapping[str, str] | None = None) -> None:
     """Split this node's ranks into ``count`` emulated nodes (MPICH cliques); call before MPI starts; <= 1: no-op."""
     if count > 1:
-        env[CLIQUES] = str(count)
+        (os.environ if env is None else env)[CLIQUES] = str(count)

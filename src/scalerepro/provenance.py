@@ -1,4 +1,7 @@
-"""What every result records about where it came from: argv, versions, hosts."""
+"""What every result records about where it came from: argv, versions, platform, SLURM job, hosts.
+
+:func:`record` is the one block every result JSON (run, bench, bench-train, bench-loader) starts from.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,10 @@ import platform
 import subprocess
 import sys
 from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mpi4py import MPI
 
 PACKAGES = ("scalerepro", "numpy", "torch", "torchvision", "mpi4py", "mpich", "pillow")
 
@@ -47,3 +53,18 @@ SLURM_KEYS = ("SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_NTASKS", "SLURM_JOB_NUM_NO
 def scheduler() -> dict[str, str]:
     """The SLURM job and step this process runs in (empty outside SLURM); a step id means srun launched it."""
     return {k[len("SLURM_") :].lower(): os.environ[k] for k in SLURM_KEYS if k in os.environ}
+
+
+def record(comm: MPI.Intracomm | None = None) -> dict[str, Any]:
+    """Provenance of a result: argv, versions, platform, SLURM job, and with ``comm`` (collective) every rank's host."""
+    out: dict[str, Any] = {
+        "argv": argv(),
+        "versions": versions(),
+        "platform": platform.platform(),
+        "slurm": scheduler(),
+    }
+    if comm is not None:
+        from scalerepro.mpi import hosts
+
+        out["hosts"] = hosts(comm)
+    return out

@@ -13,7 +13,7 @@ import pytest
 from scalerepro.analysis.analyze import analyze, mlperf_score, scaling, step_parts, throughput, time_to_accuracy
 from scalerepro.analysis.collect import collect, run_tables
 from scalerepro.analysis.plots import FIGURES, plot_all
-from tests.conftest import REPO
+from tests.support import REPO
 
 
 def test_tta_is_first_eval_reaching_target():
@@ -65,7 +65,7 @@ def _fake_run(folder, algo, world, top1s, ips):
     folder.mkdir(parents=True)
     t = 1_000_000
     ev = [{"key": "run_start", "time_ms": t, "event_type": "INTERVAL_START", "value": None, "metadata": {}}]
-    for epoch, (acc, rate) in enumerate(zip(top1s, ips)):
+    for epoch, (acc, rate) in enumerate(zip(top1s, ips, strict=True)):
         ev.append(
             {
                 "key": "epoch_start",

@@ -13,7 +13,7 @@ from scalerepro.analysis.analyze import analyze
 from scalerepro.analysis.collect import collect
 from scalerepro.analysis.reproduce import reproduce
 from tests.analysis.test_analyze import _fake_run
-from tests.conftest import REPO
+from tests.support import REPO
 
 DVC = str(Path(sys.executable).parent / "dvc")
 

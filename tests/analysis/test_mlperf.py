@@ -22,7 +22,7 @@ def checker(log: Path) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def two_rank_run(tmp_path_factory, tiny_shards) -> Path:
     """A finished 2-rank run with three evaluations."""
-    from tests.conftest import mpiexec
+    from tests.support import mpiexec
 
     out = tmp_path_factory.mktemp("mlperf") / "run"
     cmd = [
@@ -60,7 +60,8 @@ def test_exported_log_passes_the_compliance_checker(two_rank_run, tmp_path):
     assert all(line.startswith(":::MLLOG {") for line in lines)
     assert '"key": "submission_org", "metadata": {}, "namespace": "scalerepro", "time_ms"' in lines[2]
     result = checker(log)
-    assert result.returncode == 0 and "SUCCESS" in result.stdout + result.stderr, result.stdout + result.stderr
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout + result.stderr, result.stdout + result.stderr
 
 
 @pytest.mark.mpi

@@ -11,7 +11,7 @@ import yaml
 
 from scalerepro.analysis.reproduce import load_claims, reproduce
 from scalerepro.errors import UserError
-from tests.conftest import REPO
+from tests.support import REPO
 
 CLAIMS = REPO / "config" / "reproduction.yaml"
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -27,7 +28,7 @@ algos = sys.argv[2].split(",") if len(sys.argv) > 2 and sys.argv[2] else names("
 
 def rss_bytes() -> int:
     """This process's resident set size."""
-    with open("/proc/self/statm") as fh:
+    with Path("/proc/self/statm").open() as fh:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 

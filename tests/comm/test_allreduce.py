@@ -17,18 +17,7 @@ from scalerepro.errors import UserError
 CHECK = str(Path(__file__).with_name("allreduce_check.py"))
 
 
-ALL = [
-    "auto",
-    "gloo",
-    "hierarchical",
-    "multicolor",
-    "multiring",
-    "native",
-    "rabenseifner",
-    "ring",
-    "torus2d",
-    "torus2d-3phase",
-]  # every algorithm that runs on CPU buffers (nccl needs CUDA)
+ALL = names(device="cpu")  # every algorithm that runs on CPU buffers (nccl needs CUDA)
 HANG = str(Path(__file__).with_name("hang_check.py"))
 
 
@@ -261,7 +250,8 @@ def test_bench_cli_writes_checked_json(run_mpi, tmp_path):
     assert [r["algorithm"] for r in record["rows"][:2]] == ["native", "ring"]  # sizes outer: peers back to back
     assert record["ranks_per_node"] == 3
     assert record["cores_per_node"] >= 1
-    assert "busbw(GB/s)" in proc.stderr  # the table for people
+    assert "out-of-place" in proc.stderr  # the table for people (both placements: test_harness.py)
+    assert all(r["oop_wrong"] == 0 and r["oop_time_us"] > 0 for r in record["rows"])
 
 
 def test_timed_iterations_stretch_fast_sizes_within_bounds():
@@ -275,7 +265,7 @@ def test_timed_iterations_stretch_fast_sizes_within_bounds():
 
 def test_the_rendezvous_port_is_bound_before_it_is_announced():
     """Rank 0's store listens before the port goes out, so no other process can take it in between."""
-    import datetime
+    import datetime as dt
     import socket
 
     from scalerepro.comm.torch_executor import rendezvous
@@ -283,12 +273,12 @@ def test_the_rendezvous_port_is_bound_before_it_is_announced():
     class One:
         rank, size = 0, 1
 
-        def bcast(self, value, root=0):
+        def bcast(self, value, root=0):  # noqa: ARG002 (MPI's signature; one rank is its own root)
             announced.append(value)
             with socket.create_connection(("127.0.0.1", value[1]), timeout=5):  # already accepting
                 pass
             return value
 
     announced: list = []
-    store = rendezvous(One(), "127.0.0.1", datetime.timedelta(seconds=10))
+    store = rendezvous(One(), "127.0.0.1", dt.timedelta(seconds=10))
     assert announced == [("127.0.0.1", store.port)]

@@ -44,8 +44,10 @@ def test_row_index_is_lossless_and_found_again(subsampling):
     data = indexed(plain)
     assert np.array_equal(simplejpeg.decode_jpeg(data), simplejpeg.decode_jpeg(plain))
     rows = row_index(data)
-    assert rows == scan_rows(data) and len(rows.starts) == -(-333 // rows.mcu_height)
-    assert row_index(plain) is None and row_index(add_row_restarts(plain, TOOL)) is None  # no index: whole decode
+    assert rows == scan_rows(data)
+    assert len(rows.starts) == -(-333 // rows.mcu_height)
+    assert row_index(plain) is None
+    assert row_index(add_row_restarts(plain, TOOL)) is None  # no index: whole decode
 
 
 @needs_jpegtran
@@ -85,7 +87,8 @@ def test_an_index_that_does_not_match_the_markers_is_ignored():
 @needs_jpegtran
 def test_a_progressive_jpeg_is_rewritten_sequential_and_indexed_losslessly():
     plain = photo(200, 240, 4, progressive=True)
-    assert row_index(plain) is None and scan_rows(plain) is None  # several scans: decoded whole
+    assert row_index(plain) is None
+    assert scan_rows(plain) is None  # several scans: decoded whole
     data = indexed(plain)  # jpegtran writes sequential output unless told -progressive
     assert row_index(data) is not None
     assert np.array_equal(simplejpeg.decode_jpeg(data), simplejpeg.decode_jpeg(plain))
@@ -97,7 +100,8 @@ def test_shard_indexes_the_rows_and_says_so(tiny_dataset, tmp_path):
     assert manifest["row_index"] == {"tool": TOOL, "images": manifest["samples"]}
     entry = manifest["shards"][0]
     data = bytes(ShardReader(tmp_path / "val" / entry["file"]).record(0)[0])
-    assert row_index(data) is not None and read_manifest(tmp_path / "val")["row_index"]["images"] > 0
+    assert row_index(data) is not None
+    assert read_manifest(tmp_path / "val")["row_index"]["images"] > 0
 
 
 def test_shard_without_jpegtran_stores_the_jpegs_as_they_are(tiny_dataset, tmp_path, monkeypatch):

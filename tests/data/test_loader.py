@@ -11,7 +11,12 @@ import torch
 from PIL import Image
 
 from scalerepro.data.augment import (
-    EvalPipeline, TrainPipeline, centre_box, crop_resize, dct_factor, random_resized_box,
+    EvalPipeline,
+    TrainPipeline,
+    centre_box,
+    crop_resize,
+    dct_factor,
+    random_resized_box,
 )
 from scalerepro.data.loader import MEAN, STD, BatchPool, ShardDataset, batches, epoch_indices, eval_indices
 from scalerepro.data.shards import node_shards
@@ -35,13 +40,13 @@ def test_epoch_gives_each_sample_at_most_once_and_all_ranks_equal_steps(ranks_pe
     per_node = [counts[node_shards(12, j, nodes)].sum() for j in range(nodes)]
     assert counts.sum() - len(flat) < sum(ranks_per_node) + max(per_node) - min(per_node)  # only a remainder
     starts = np.concatenate([[0], np.cumsum(counts)])
-    for at, part in zip(layouts(ranks_per_node), parts):  # a rank reads only its node's shards
+    for at, part in zip(layouts(ranks_per_node), parts, strict=True):  # a rank reads only its node's shards
         shard = np.searchsorted(starts, part, side="right") - 1
         assert set(shard.tolist()) <= set(node_shards(len(counts), at.node, at.nodes))
 
 
 def test_shards_that_do_not_divide_over_the_nodes_name_the_key():
-    with pytest.raises(UserError, match="set shard.train_shards to a multiple of the node count"):
+    with pytest.raises(UserError, match=r"set shard\.train_shards to a multiple of the node count"):
         epoch_indices(np.full(9, 40), Layout(0, 0, (2, 2)), 0, 0)
 
 
@@ -70,7 +75,7 @@ def test_eval_gives_every_sample_exactly_once(ranks_per_node):
 
 
 def test_more_nodes_than_shards_names_the_keys():
-    with pytest.raises(UserError, match="shard.train_shards"):
+    with pytest.raises(UserError, match=r"shard\.train_shards"):
         node_shards(2, 0, 3)
 
 
@@ -79,9 +84,13 @@ def test_random_resized_box_stays_inside_and_follows_scale():
     areas = []
     for _ in range(500):
         top, left, h, w = random_resized_box(375, 500, (0.08, 1.0), (3 / 4, 4 / 3), rng)
-        assert 0 <= top and top + h <= 375 and 0 <= left and left + w <= 500
+        assert top >= 0
+        assert top + h <= 375
+        assert left >= 0
+        assert left + w <= 500
         areas.append(h * w / (375 * 500))
-    assert 0.07 < min(areas) < 0.15 and max(areas) > 0.9
+    assert 0.07 < min(areas) < 0.15
+    assert max(areas) > 0.9
 
 
 def test_centre_box_matches_resize_then_centre_crop():
@@ -104,7 +113,8 @@ def test_fused_crop_resize_matches_full_decode_then_pil():
     full = Image.open(io.BytesIO(data)).convert("RGB")
     expected = np.asarray(full.resize((112, 112), Image.BILINEAR, box=(60, 40, 440, 440)), dtype=np.int16)
     got = crop_resize(data, 450, 480, box, 112).permute(1, 2, 0).numpy().astype(np.int16)
-    assert got.shape == (112, 112, 3) and np.abs(got - expected).mean() < 3
+    assert got.shape == (112, 112, 3)
+    assert np.abs(got - expected).mean() < 3
 
 
 def test_eval_pipeline_matches_torchvision_resize_and_centre_crop():
@@ -112,7 +122,9 @@ def test_eval_pipeline_matches_torchvision_resize_and_centre_crop():
 
     data = _jpeg(375, 500)
     full = Image.open(io.BytesIO(data)).convert("RGB")
-    expected = np.asarray(transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224)])(full), dtype=np.int16)
+    expected = np.asarray(
+        transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224)])(full), dtype=np.int16
+    )
     got = EvalPipeline(224)(data).permute(1, 2, 0).numpy().astype(np.int16)
     assert np.abs(got - expected).mean() < 3
 
@@ -121,30 +133,42 @@ def test_pipelines_give_uint8_of_the_size_and_are_deterministic():
     data = _jpeg(333, 470)
     train = TrainPipeline(64)
     a, b = train(data, np.random.default_rng([1, 2, 3])), train(data, np.random.default_rng([1, 2, 3]))
-    assert a.shape == (3, 64, 64) and a.dtype == torch.uint8 and torch.equal(a, b)
+    assert a.shape == (3, 64, 64)
+    assert a.dtype == torch.uint8
+    assert torch.equal(a, b)
     assert EvalPipeline(64)(data).shape == (3, 64, 64)
     assert TrainPipeline(64)(_jpeg(20, 30), np.random.default_rng(0)).shape == (3, 64, 64)  # upscales small images
 
 
 def test_dct_factor_keeps_the_crop_at_least_the_output():
-    assert dct_factor((0, 0, 450, 470), 224) == 2 and dct_factor((0, 0, 447, 470), 224) == 1
-    assert dct_factor((0, 0, 480, 500), 32) == 8 and dct_factor((0, 0, 100, 100), 32) == 2
+    assert dct_factor((0, 0, 450, 470), 224) == 2
+    assert dct_factor((0, 0, 447, 470), 224) == 1
+    assert dct_factor((0, 0, 480, 500), 32) == 8
+    assert dct_factor((0, 0, 100, 100), 32) == 2
 
 
 def test_batches_in_workers_equal_batches_in_process(tiny_shards):
     data = ShardDataset(tiny_shards / "train")
     ids = epoch_indices(data.counts, Layout(), 0, 0)[:40]
     kw = {"seed": 0, "epoch": 0, "drop_last": False}
-    inline = [b._replace(images=b.images.clone()) for b in batches(data, ids, 16, TrainPipeline(32), 32, workers=0, **kw)]
-    pooled = [b._replace(images=b.images.clone()) for b in batches(data, ids, 16, TrainPipeline(32), 32, workers=2, **kw)]
+    inline = [
+        b._replace(images=b.images.clone()) for b in batches(data, ids, 16, TrainPipeline(32), 32, workers=0, **kw)
+    ]
+    pooled = [
+        b._replace(images=b.images.clone()) for b in batches(data, ids, 16, TrainPipeline(32), 32, workers=2, **kw)
+    ]
     assert [len(b.labels) for b in inline] == [16, 16, 8]
-    for a, b in zip(inline, pooled):
-        assert torch.equal(a.images, b.images) and torch.equal(a.labels, b.labels) and torch.equal(a.ids, b.ids)
+    for a, b in zip(inline, pooled, strict=True):
+        assert torch.equal(a.images, b.images)
+        assert torch.equal(a.labels, b.labels)
+        assert torch.equal(a.ids, b.ids)
     first = inline[0]
-    assert first.images.shape == (16, 3, 32, 32) and first.images.dtype == torch.float32
+    assert first.images.shape == (16, 3, 32, 32)
+    assert first.images.dtype == torch.float32
     assert torch.equal(first.labels, torch.from_numpy(data.labels(first.ids.numpy())))
     lo, hi = [(v - m) / s for v, m, s in ((0, MEAN[0], STD[0]), (1, MEAN[0], STD[0]))]
-    assert lo - 1e-5 <= first.images[:, 0].min() and first.images[:, 0].max() <= hi + 1e-5
+    assert lo - 1e-5 <= first.images[:, 0].min()
+    assert first.images[:, 0].max() <= hi + 1e-5
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -152,9 +176,11 @@ def test_a_batch_kept_past_its_reuse_is_an_error_not_silent_corruption(tiny_shar
     data = ShardDataset(tiny_shards / "train")
     ids = epoch_indices(data.counts, Layout(), 0, 0)[:48]
     loader = batches(data, ids, 8, TrainPipeline(16), 16, seed=0, epoch=0, workers=workers, drop_last=False)
-    assert len(loader) == 6 and len(loader.pool.buffers) == 2 * workers + 2
+    assert len(loader) == 6
+    assert len(loader.pool.buffers) == 2 * workers + 2
     seen = [b.images.sum().item() for b in loader]  # the usual loop: nothing kept, every batch its own pixels
-    assert len(set(seen)) == 6 and loader.unpooled == 0  # every batch built in the pool, none in a fresh buffer
+    assert len(set(seen)) == 6
+    assert loader.unpooled == 0  # every batch built in the pool, none in a fresh buffer
     with pytest.raises(RuntimeError, match=r"batch 0's images are still referenced.*clone\(\)"):
         list(batches(data, ids, 8, TrainPipeline(16), 16, seed=0, epoch=0, workers=workers, drop_last=False))
 
@@ -163,7 +189,9 @@ def test_pool_builds_a_batch_in_a_fresh_buffer_while_its_slot_is_still_held():
     pool = BatchPool(3, (2, 3, 4, 4))
     assert [pool.take(b)[0] for b in range(3)] == [0, 1, 2]
     slot, fresh = pool.take(3)  # batch 0 (slot 0) not released yet
-    assert slot == -1 and fresh.shape == (2, 3, 4, 4) and all(fresh is not b for b in pool.buffers)
+    assert slot == -1
+    assert fresh.shape == (2, 3, 4, 4)
+    assert all(fresh is not b for b in pool.buffers)
     pool.release(0, 0)
     assert pool.take(3) == (0, pool.buffers[0])
     view = pool.buffers[1][:1]
@@ -225,10 +253,11 @@ def test_shard_stage_load_round_trip(run_mpi, tiny_shards, tmp_path, ranks):
     val_total = json.loads((tiny_shards / "val" / "manifest.json").read_text())["samples"]
     truth = ShardDataset(tiny_shards / "train")
     for epoch in range(2):
-        ids = sum((r["train"][epoch]["ids"] for r in per_rank), [])
-        assert len(ids) == len(set(ids)) and train_total - len(ids) < ranks  # each sample at most once; remainder only
+        ids = [i for r in per_rank for i in r["train"][epoch]["ids"]]
+        assert len(ids) == len(set(ids))
+        assert train_total - len(ids) < ranks  # each sample at most once; remainder only
         assert len({r["train"][epoch]["steps"] for r in per_rank}) == 1  # every rank takes the same steps
-        labels = sum((r["train"][epoch]["labels"] for r in per_rank), [])
+        labels = [label for r in per_rank for label in r["train"][epoch]["labels"]]
         assert labels == truth.labels(np.array(ids)).tolist()  # each image arrives with its own label
-        assert sorted(sum((r["val"][epoch]["ids"] for r in per_rank), [])) == list(range(val_total))
+        assert sorted(i for r in per_rank for i in r["val"][epoch]["ids"]) == list(range(val_total))
     assert per_rank[0]["train"][0]["ids"] != per_rank[0]["train"][1]["ids"]  # reshuffled each epoch

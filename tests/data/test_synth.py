@@ -16,7 +16,7 @@ from PIL import Image
 
 from scalerepro.data.synth import CLASSES, SynthSpec, generate, render
 from scalerepro.errors import UserError
-from tests.conftest import REPO, SMALL
+from tests.support import REPO, SMALL
 
 
 def tree_hash(root: Path) -> str:
@@ -70,15 +70,23 @@ def test_render_is_pure():
     assert render(SMALL, "train", 3, 5).tobytes() != render(SMALL, "train", 3, 6).tobytes()
 
 
-@pytest.mark.parametrize("field, value", [("classes", 11), ("classes", 0), ("min_size", 8), ("train_per_class", 0)])
+@pytest.mark.parametrize(("field", "value"), [("classes", 11), ("classes", 0), ("min_size", 8), ("train_per_class", 0)])
 def test_bad_spec_names_field(field, value):
     with pytest.raises(UserError, match=field):
         SynthSpec(**{field: value})
 
 
 def test_fixed_quality_is_used_for_every_image(tmp_path):
-    spec = SynthSpec(name="q90", classes=2, train_per_class=3, val_per_class=1, min_size=64, max_size=96,
-                     quirks_per_kind=0, quality=90)
+    spec = SynthSpec(
+        name="q90",
+        classes=2,
+        train_per_class=3,
+        val_per_class=1,
+        min_size=64,
+        max_size=96,
+        quirks_per_kind=0,
+        quality=90,
+    )
     out = generate(spec, tmp_path)
     reference = io.BytesIO()
     Image.new("RGB", (16, 16)).save(reference, format="JPEG", quality=90)
@@ -92,7 +100,8 @@ def test_fixed_quality_is_used_for_every_image(tmp_path):
 def test_replaces_a_partial_previous_run(tmp_path):
     (tmp_path / ".tiny.partial" / "junk").mkdir(parents=True)
     out = generate(SMALL, tmp_path)
-    assert not (tmp_path / ".tiny.partial").exists() and (out / "dataset.json").is_file()
+    assert not (tmp_path / ".tiny.partial").exists()
+    assert (out / "dataset.json").is_file()
 
 
 def test_committed_data_dvc_matches_fresh_generation(tmp_path):

@@ -10,7 +10,7 @@ import yaml
 from scalerepro.errors import UserError
 from scalerepro.sim.papers import load_claims
 from scalerepro.sim.platforms import NUMBERS, load, pick
-from tests.conftest import REPO
+from tests.support import REPO
 
 SHIPPED = REPO / "config" / "platforms.yaml"
 
@@ -84,7 +84,7 @@ def test_simulation_rules_follow_enabled_and_simgrid(monkeypatch, capsys):
     assert sim.enabled(False) is False
     assert sim.enabled("auto") is False
     assert "left out (simulate.enabled: auto)" in capsys.readouterr().err
-    with pytest.raises(UserError, match="simulate.enabled is true but .*apt-get install python3-simgrid"):
+    with pytest.raises(UserError, match=r"simulate\.enabled is true but .*apt-get install python3-simgrid"):
         sim.enabled(True)
     monkeypatch.setattr(sim, "load_simgrid", lambda: None)
     assert sim.enabled("auto") is True

@@ -13,7 +13,7 @@ from scalerepro.errors import UserError
 from scalerepro.sim import simulate
 from scalerepro.sim.engine import Point
 from scalerepro.sim.platforms import Platform
-from tests.conftest import REPO
+from tests.support import REPO
 
 pytestmark = pytest.mark.usefixtures("needs_simgrid")
 
@@ -84,7 +84,8 @@ def test_missing_simgrid_is_one_line_naming_the_install(tmp_path):
         cwd=REPO,
     )
     assert proc.returncode != 0
-    assert "apt-get install python3-simgrid" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert "apt-get install python3-simgrid" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
 
 
 def test_cli_writes_rows_and_parameters(tmp_path):

@@ -19,7 +19,7 @@ path = Path(sys.argv[1]) / checkpoint.CHECKPOINT
 torch.manual_seed(0)
 model = build("resnet8", 10, 4)
 opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-for name, t in model.named_buffers():
+for _name, t in model.named_buffers():
     if t.is_floating_point():
         t.fill_(comm.rank + 0.5)  # every rank's statistics differ
 checkpoint.save(path, model, opt, checkpoint.Progress(epoch=3), {"k": 1}, comm)
@@ -42,7 +42,7 @@ checkpoint.torch = CountingTorch()  # type: ignore[assignment]  # this process o
 fresh = build("resnet8", 10, 4)
 progress = checkpoint.load(path, fresh, torch.optim.SGD(fresh.parameters(), lr=0.1, momentum=0.9), {"k": 1}, comm)
 mine = all(t.eq(comm.rank + 0.5).all() for t in fresh.buffers() if t.is_floating_point())
-same = all(torch.equal(a, b) for a, b in zip(fresh.parameters(), model.parameters()))
+same = all(torch.equal(a, b) for a, b in zip(fresh.parameters(), model.parameters(), strict=True))
 total = comm.reduce(len(reads), root=0)
 ok = comm.allreduce(int(mine and same and progress.epoch == 3), op=MPI.MIN)
 if comm.rank == 0:

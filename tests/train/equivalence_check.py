@@ -42,7 +42,7 @@ batches = [
     for _ in range(STEPS)
 ]
 torch.manual_seed(ref_cfg.seed)
-reference = Trainer(build("resnet8", CLASSES, 4), ref_cfg, reduce=lambda t: None, world=1)
+reference = Trainer(build("resnet8", CLASSES, 4), ref_cfg, reduce=lambda _: None, world=1)
 for x, y in batches:
     reference.step(x, y, lr=0.2)
 want = [t.detach().clone() for t in reference.model.parameters()]
@@ -57,7 +57,7 @@ for algo in algos:
         for x, y in batches:
             trainer.step(x[r * B : (r + 1) * B], y[r * B : (r + 1) * B], lr=0.2)
         got = [t.detach() for t in trainer.model.parameters()]
-        worst = max((g - w).abs().max().item() for g, w in zip(got, want))
+        worst = max((g - w).abs().max().item() for g, w in zip(got, want, strict=True))
         if worst > 2e-5:
             failures.append(
                 f"{algo} ({optimizer}, overlap={overlap}): parameters differ from 1 rank x {p * B} by {worst:.3g}"

@@ -58,7 +58,7 @@ def train(executor: str) -> list[torch.Tensor]:
 failures: list[str] = []
 mpi, tor = train("mpi"), train("torch")
 scale = max(t.abs().max().item() for t in mpi)
-worst = max((a - b).abs().max().item() for a, b in zip(mpi, tor))
+worst = max((a - b).abs().max().item() for a, b in zip(mpi, tor, strict=True))
 if worst > TOL * scale:
     failures.append(
         f"{algo}: after {STEPS} steps the executors' parameters differ by {worst:.3g} "

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from scalerepro.train.bench import TrainBenchSpec, format_summary, summarise
-from tests.conftest import REPO
+from tests.support import REPO
 
 
 @pytest.mark.mpi

@@ -18,7 +18,7 @@ from scalerepro.config import from_mapping
 from scalerepro.train.checkpoint import StopSignals
 from scalerepro.train.events import EventLog, read_events
 from scalerepro.train.loop import RunSpec, resume_key
-from tests.conftest import mpiexec
+from tests.support import mpiexec
 
 SETTINGS = [
     "--set",
@@ -139,7 +139,7 @@ def test_resumed_log_keeps_earlier_events_with_run_stop_renamed(tmp_path):
 def test_stop_signal_is_agreed_over_ranks():
     signals = StopSignals()
     try:
-        assert signals.agreed(lambda flags: None) == 0
+        assert signals.agreed(lambda _: None) == 0
         os.kill(os.getpid(), signal.SIGUSR1)
         assert signals.received == signal.SIGUSR1
         assert signals.agreed(lambda flags: np.add(flags, 1, out=flags)) == signal.SIGTERM  # another rank got SIGTERM

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import subprocess
@@ -25,14 +26,14 @@ def test_lr_scales_warms_up_and_decays():
     lrs = [learning_rate(cfg, 4, s, 10) for s in range(40)]
     assert lrs[0] == pytest.approx(0.02)
     assert lrs[9] == pytest.approx(0.2)
-    assert all(a >= b for a, b in zip(lrs[9:], lrs[10:]))
+    assert all(a >= b for a, b in itertools.pairwise(lrs[9:]))  # from the warm-up's end on
     assert lrs[-1] < 0.01
 
 
 def test_buckets_cover_every_parameter_once_in_reverse_order():
     model = build("resnet8", 10, 8)
     params = list(model.parameters())
-    buckets = Buckets(params, cap_bytes=4096, reduce=lambda t: None, world=1)
+    buckets = Buckets(params, cap_bytes=4096, reduce=lambda _: None, world=1)
     flat = [p for g in buckets.groups for p in g]
     assert len(buckets.groups) > 1
     assert [id(p) for p in flat] == [id(p) for p in reversed(params)]
@@ -171,7 +172,7 @@ def test_overlapped_buckets_launch_in_order_and_average():
     from scalerepro.train.trainer import Trainer
 
     trainer = Trainer(model, cfg, reduce, world=2)
-    x, y = torch.randn(4, 3, 16, 16), torch.randint(0, 10, (4,))
+    x, _y = torch.randn(4, 3, 16, 16), torch.randint(0, 10, (4,))
     trainer.model(x).sum().backward()
     grads = [p.grad.clone() for p in model.parameters()]
     assert len(trainer.buckets._futures) == len(trainer.buckets.groups)  # every bucket started during backward
@@ -180,7 +181,7 @@ def test_overlapped_buckets_launch_in_order_and_average():
     assert seen == [b.numel() for b in trainer.buckets.buffers]
     assert len(seen) > 1
     assert busy >= 0
-    assert all(torch.allclose(p.grad, g) for p, g in zip(model.parameters(), grads))  # sum of 2 / 2 ranks
+    assert all(torch.allclose(p.grad, g) for p, g in zip(model.parameters(), grads, strict=True))  # sum of 2 / 2 ranks
 
 
 @pytest.mark.mpi

@@ -1,4 +1,4 @@
-"""The workflow under faults: a training job that fails is retried and resumes; a killed workflow reruns only what did not finish."""
+"""The workflow under faults: a failed training job is retried and resumes; a killed workflow reruns only the rest."""
 
 from __future__ import annotations
 

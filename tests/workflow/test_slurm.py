@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import yaml
 
-from tests.conftest import REPO
+from tests.support import REPO
 from tests.workflow.test_workflow import small_config, snakemake, workflow_copy
 
 SCRIPT = REPO / "scripts" / "local-slurm.sh"
@@ -39,7 +39,8 @@ def scontrol_job(job_id: str) -> str:
 
 @pytest.mark.slow
 @pytest.mark.slurm
-def test_workflow_runs_on_two_slurm_nodes_with_srun_inside_the_allocation(slurm_cluster, tmp_path):
+@pytest.mark.usefixtures("slurm_cluster")
+def test_workflow_runs_on_two_slurm_nodes_with_srun_inside_the_allocation(tmp_path):
     """Issue 19's bar: ring at 1 and 2 ranks on one node, hierarchical at 4 ranks as 2 nodes x 2 tasks (staged once
     per node, each node its own shards in its own folder), then the sweep's staged shards removed on both nodes."""
     wf = workflow_copy(tmp_path)
@@ -96,14 +97,16 @@ def test_workflow_runs_on_two_slurm_nodes_with_srun_inside_the_allocation(slurm_
     assert by_name["n2"]["train"]["dest"].startswith(str(tmp_path / "shm" / "n2"))
 
     cleaned = json.loads((wf / "results/stage_clean.json").read_text())  # under SLURM the sweep's end cleans
-    assert cleaned["kept"] is False and not cleaned["failed"], cleaned
+    assert cleaned["kept"] is False, cleaned
+    assert not cleaned["failed"], cleaned
     assert sorted(cleaned["staged"][str(tmp_path / "shm")]) == ["n1", "n2"]
     assert not list((tmp_path / "shm").glob("*/*")), list((tmp_path / "shm").rglob("*"))
     assert (wf / "results/plots/scaling.png").is_file()
 
     job_log = next((wf / ".snakemake/slurm_logs/rule_train").glob("*ring_2*/*.log"))
     job = scontrol_job(job_log.stem)
-    assert "NumTasks=2" in job and "NtasksPerN:B:S:C=2:" in job and "CPUs/Task=1" in job, job
+    for field in ("NumTasks=2", "NtasksPerN:B:S:C=2:", "CPUs/Task=1"):
+        assert field in job, job
     assert "TimeLimit=00:20:00" in job
     queue = subprocess.run(["squeue", "-h"], capture_output=True, text=True, timeout=30).stdout
     assert queue.strip() == ""  # nothing left behind

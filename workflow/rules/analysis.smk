@@ -7,12 +7,12 @@ rule collect:
         bench=BENCH_RUNS,
     output:
         TABLES,
-    params:
-        out=lambda w, output: Path(output[0]).parent,
     log:
         "results/logs/collect.log",
     conda:
         "../envs/scalerepro.yaml"
+    params:
+        out=lambda w, output: Path(output[0]).parent,
     shell:
         "scalerepro collect --runs {input.runs} --bench {input.bench} --out {params.out} > {log} 2>&1"
 
@@ -22,12 +22,12 @@ rule mlperf_logs:
         TRAIN_RUNS,
     output:
         MLPERF_LOGS,
-    params:
-        out=lambda w, output: Path(output[0]).parent,
     log:
         "results/logs/mlperf_logs.log",
     conda:
         "../envs/scalerepro.yaml"
+    params:
+        out=lambda w, output: Path(output[0]).parent,
     shell:
         "scalerepro mlperf-log --runs {input} --out {params.out} > {log} 2>&1"
 
@@ -41,19 +41,21 @@ rule analyze:
     output:
         metrics="results/metrics.json",
         tables=[
-            report(p, caption="../report/table.rst", category="Tables")
-            if p.endswith(("scaling.csv", "comparison.csv", "papers.csv"))
-            else p
+            (
+                report(p, caption="../report/table.rst", category="Tables")
+                if p.endswith(("scaling.csv", "comparison.csv", "papers.csv"))
+                else p
+            )
             for p in ANALYSIS
         ],
-    params:
-        tables=lambda w, input: Path(input.tables[0]).parent,
-        out=lambda w, output: Path(output.tables[0]).parent,
-        simulation=f"--simulation {Path(SIM_SCALE[0]).parent}" if SIMULATION else "",
     log:
         "results/logs/analyze.log",
     conda:
         "../envs/scalerepro.yaml"
+    params:
+        tables=lambda w, input: Path(input.tables[0]).parent,
+        out=lambda w, output: Path(output.tables[0]).parent,
+        simulation=f"--simulation {Path(SIM_SCALE[0]).parent}" if SIMULATION else "",
     shell:
         "scalerepro analyze --tables {params.tables} --baselines {input.baselines}"
         " --costmodel {input.costmodel} {params.simulation} --metrics {output.metrics} --out {params.out} > {log} 2>&1"
@@ -65,13 +67,13 @@ rule plot:
     output:
         png=[report(p, caption=f"../report/{Path(p).stem}.rst", category="Figures") for p in PLOTS],
         svg=PLOTS_SVG,
-    params:
-        analysis=lambda w, input: Path(input[0]).parent,
-        out=lambda w, output: Path(output.png[0]).parent,
     log:
         "results/logs/plot.log",
     conda:
         "../envs/scalerepro.yaml"
+    params:
+        analysis=lambda w, input: Path(input[0]).parent,
+        out=lambda w, output: Path(output.png[0]).parent,
     shell:
         "scalerepro plot --analysis {params.analysis} --out {params.out} > {log} 2>&1"
 
@@ -88,12 +90,12 @@ rule reproduce:
             category="Reproduction",
         ),
         metrics="results/reproduction.json",
-    params:
-        analysis=lambda w, input: Path(input.tables[0]).parent,
     log:
         "results/logs/reproduce.log",
     conda:
         "../envs/scalerepro.yaml"
+    params:
+        analysis=lambda w, input: Path(input.tables[0]).parent,
     shell:
         "scalerepro reproduce --analysis {params.analysis} --claims {input.claims} --out {output.cards}"
         " --csv {output.table} --json {output.metrics} > {log} 2>&1"

@@ -5,10 +5,6 @@
 rule bench:
     output:
         "results/bench/n{ranks}.json",
-    params:
-        launch=lambda w, resources: CFG.cluster.launch(resources.launcher),
-        cfg=sections("bench", "comm"),
-        compare=",".join(a for a in ("native", "gloo") if a in CFG.bench.algorithms),
     log:
         "results/logs/bench/n{ranks}.log",
     conda:
@@ -16,6 +12,10 @@ rule bench:
     threads: lambda w: int(w.ranks)
     resources:
         **mpi_resources(CFG.cluster.bench_runtime_min, gpus=False, measure=1),
+    params:
+        launch=lambda w, resources: CFG.cluster.launch(resources.launcher),
+        cfg=sections("bench", "comm"),
+        compare=",".join(a for a in ("native", "gloo") if a in CFG.bench.algorithms),
     shell:
         "{params.launch} -n {wildcards.ranks} scalerepro bench --config-json {params.cfg:q}"
         " --compare {params.compare:q} --out {output} > {log} 2>&1"

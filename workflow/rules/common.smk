@@ -17,7 +17,9 @@ TRAIN_RUNS = [f"results/train/{p.path}/run.json" for p in POINTS]
 MLPERF_LOGS = [f"results/mlperf/{p.run_id}.txt" for p in POINTS]
 BENCH_RUNS = expand("results/bench/n{ranks}.json", ranks=CFG.bench.ranks)
 TABLES = expand("results/collect/{table}.csv", table=["runs", "epochs", "evals", "steps", "bench"])
-SIM_VALIDATION = expand("results/simulation/{name}", name=["validation.csv", "validation_summary.csv", "validation.json"])
+SIM_VALIDATION = expand(
+    "results/simulation/{name}", name=["validation.csv", "validation_summary.csv", "validation.json"]
+)
 SIM_SCALE = expand("results/simulation/{name}", name=["scale_points.csv", "scale.csv", "papers.csv", "scale.json"])
 SIMULATION = SIM_VALIDATION + SIM_SCALE if simulation_enabled(CFG.simulate.enabled) else []
 ANALYSIS = expand(

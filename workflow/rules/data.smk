@@ -8,12 +8,12 @@ if CFG.dataset.generate:
     rule make_dataset:
         output:
             directory(DATASET),
-        params:
-            cfg=sections("dataset"),
         log:
             "results/logs/make_dataset.log",
         conda:
             "../envs/scalerepro.yaml"
+        params:
+            cfg=sections("dataset"),
         shell:
             "scalerepro make-dataset --config-json {params.cfg:q} > {log} 2>&1"
 
@@ -27,10 +27,6 @@ rule shard:
         DATASET if CFG.dataset.generate else [],
     output:
         "results/shards/{split}/manifest.json",
-    params:
-        cfg=sections("dataset", "shard"),
-        dataset=lambda w: DATASET,
-        root=lambda w, output: Path(output[0]).parent.parent,
     log:
         "results/logs/shard_{split}.log",
     conda:
@@ -40,6 +36,10 @@ rule shard:
         cpus_per_task=CFG.cluster.shard_cpus,
         mem_mb_per_cpu=CFG.cluster.mem_mb_per_cpu,
         runtime=CFG.cluster.shard_runtime_min,
+    params:
+        cfg=sections("dataset", "shard"),
+        dataset=lambda w: DATASET,
+        root=lambda w, output: Path(output[0]).parent.parent,
     shell:
         "scalerepro shard --config-json {params.cfg:q} --dataset {params.dataset:q}"
         " --split {wildcards.split} --out {params.root} --threads {threads} > {log} 2>&1"

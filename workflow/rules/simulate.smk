@@ -8,13 +8,13 @@ rule simulate_validate:
         BENCH_RUNS,
     output:
         SIM_VALIDATION,
-    params:
-        out=lambda w, output: Path(output[0]).parent,
     log:
         "results/logs/simulate_validate.log",
     conda:
         "../envs/scalerepro.yaml"
     threads: 2
+    params:
+        out=lambda w, output: Path(output[0]).parent,
     shell:
         "scalerepro simulate-validate --bench {input} --jobs {threads} --out {params.out} > {log} 2>&1"
 
@@ -24,6 +24,11 @@ rule simulate_scale:
         "config/platforms.yaml",
     output:
         SIM_SCALE,
+    log:
+        "results/logs/simulate_scale.log",
+    conda:
+        "../envs/scalerepro.yaml"
+    threads: 2
     params:
         out=lambda w, output: Path(output[0]).parent,
         platforms=",".join(CFG.simulate.platforms),
@@ -33,11 +38,6 @@ rule simulate_scale:
         bucket_mib=CFG.train.bucket_mib,
         claims_max_ranks=CFG.simulate.claims_max_ranks,
         batch=CFG.simulate.batch_per_rank,
-    log:
-        "results/logs/simulate_scale.log",
-    conda:
-        "../envs/scalerepro.yaml"
-    threads: 2
     shell:
         "scalerepro simulate-scale --platforms {input} --platform {params.platforms} --algos {params.algos}"
         " --ranks {params.ranks} --dtypes {params.dtypes} --bucket-mib {params.bucket_mib}"

@@ -14,13 +14,6 @@ rule train:
         run="results/train/{variant}/{algo}/n{ranks}/g{bn}-s{seed}-r{rep}/run.json",
         events="results/train/{variant}/{algo}/n{ranks}/g{bn}-s{seed}-r{rep}/events.jsonl",
         stage="results/train/{variant}/{algo}/n{ranks}/g{bn}-s{seed}-r{rep}/stage.json",
-    params:
-        launch=lambda w, resources: CFG.cluster.launch(resources.launcher),
-        cfg=lambda w: json.dumps(CFG.run_sections(w.variant), sort_keys=True),
-        out=lambda w, output: Path(output.run).parent,
-        shards=lambda w, input: Path(input.train).parent.parent,
-        train=lambda w, input: Path(input.train).parent,
-        val=lambda w, input: Path(input.val).parent,
     log:
         "results/logs/train/{variant}/{algo}-n{ranks}-g{bn}-s{seed}-r{rep}.log",
     conda:
@@ -28,10 +21,17 @@ rule train:
     threads: lambda w: int(w.ranks)
     resources:
         **mpi_resources(CFG.cluster.train_runtime_min, measure=1),
+    params:
+        launch=lambda w, resources: CFG.cluster.launch(resources.launcher),
+        cfg=lambda w: json.dumps(CFG.run_sections(w.variant), sort_keys=True),
+        out=lambda w, output: Path(output.run).parent,
+        shards=lambda w, input: Path(input.train).parent.parent,
+        train=lambda w, input: Path(input.train).parent,
+        val=lambda w, input: Path(input.val).parent,
     shell:
         # Every attempt's output is appended to the run folder's attempts.log (Snakemake removes
         # {log} before a retry); `supervise` names the rank that died, the step and the checkpoint.
-        "(echo \"== train job on $(hostname) at $(date -u +%FT%TZ)\""
+        '(echo "== train job on $(hostname) at $(date -u +%FT%TZ)"'
         " && {params.launch} -n {wildcards.ranks} scalerepro stage --config-json {params.cfg:q}"
         " --shards {params.train} {params.val} --log {output.stage}"
         " && scalerepro supervise --run-dir {params.out} --"
@@ -54,14 +54,14 @@ rule clean_stage:
         [f"results/train/{p.path}/stage.json" for p in POINTS],
     output:
         "results/stage_clean.json",
-    params:
-        cfg=sections("stage"),
     log:
         "results/logs/clean_stage.log",
     conda:
         "../envs/scalerepro.yaml"
     resources:
         launcher="",
+    params:
+        cfg=sections("stage"),
     shell:
         "scalerepro clean-stage --config-json {params.cfg:q} --launcher={resources.launcher:q}"
         " --records {input} --out {output} > {log} 2>&1"

@@ -15,6 +15,7 @@ side by side.
 from __future__ import annotations
 
 import math
+from typing import Any, SupportsInt, cast
 
 import pandas as pd
 
@@ -51,7 +52,7 @@ RECIPE_COLUMNS = [
 ]
 
 
-def seed_range(runs: pd.DataFrame, variant: str, world: int, bn: str) -> tuple[float | None, int]:
+def seed_range(runs: pd.DataFrame, variant: str, world: int, bn: str | int) -> tuple[float | None, int]:
     """Range of the ring's final top-1 over seeds (first repetitions) at one variant, rank count and BN group."""
     ring = runs[
         (runs["algorithm"] == REFERENCE)
@@ -80,12 +81,13 @@ def agreement(runs: pd.DataFrame) -> pd.DataFrame:
         ring = group[group["algorithm"] == REFERENCE]
         if ring.empty or group["algorithm"].nunique() < 2:
             continue
-        variant, world, bn, seed, _ = key
+        variant, world, bn, seed, _ = cast("tuple[str, int, str | int, int, int]", key)  # the SAME columns' values
         spread, seeds = seed_range(runs, variant, world, bn)
         ref = float(ring["final_top1"].iloc[0])
         sampling = eval_error(ref, ring["val_samples"].iloc[0] if "val_samples" in ring else None)
         known = [v for v in (spread, sampling) if v is not None]
         noise = max(known) if known else None
+        run: Any  # a row of the runs table: its columns' types are the CSV's, unknown to the type checker
         for run in group[group["algorithm"] != REFERENCE].itertuples(index=False):
             diff = float(run.final_top1) - ref
             rows.append(
@@ -115,8 +117,7 @@ def recipes(runs: pd.DataFrame) -> pd.DataFrame:
     if ring.empty:
         return pd.DataFrame(columns=RECIPE_COLUMNS)
     varied = ring.groupby("world_size").apply(
-        lambda g: g[["variant", "bn_group", "optimizer", "global_batch"]].drop_duplicates().shape[0],
-        include_groups=False,
+        lambda g: g[["variant", "bn_group", "optimizer", "global_batch"]].drop_duplicates().shape[0]
     )
-    world = int(varied.idxmax())
+    world = int(cast(SupportsInt, varied.idxmax()))  # a world_size value
     return ring[ring["world_size"] == world][RECIPE_COLUMNS].sort_values(["variant", "bn_group", "seed"])

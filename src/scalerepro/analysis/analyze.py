@@ -1,6 +1,6 @@
 """Time-to-accuracy, throughput, scaling efficiency, all-reduce share, baselines -> metrics.
 
-Definitions (../shared/design/BASELINES.md): time-to-accuracy is the wall
+Definitions (docs/experiments.md): time-to-accuracy is the wall
 time from ``run_start`` to the first evaluation whose top-1 reaches the
 target; start-up before the first epoch is reported beside it, never hidden.
 Throughput is the median images/s over epochs after the first (the first
@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, SupportsInt, cast
 
 import pandas as pd
-import yaml
 
 from scalerepro.analysis import accuracy
 from scalerepro.analysis.collect import load_json, read_csv, read_tables
-from scalerepro.errors import UserError
+from scalerepro.baselines import load_baselines
 from scalerepro.io import write_json_atomic, write_text_atomic
 
 
@@ -64,6 +63,7 @@ def step_parts(steps: pd.DataFrame) -> pd.Series:
 def per_run(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """One row per run: tta, throughput, final accuracy, all-reduce share of step time."""
     rows = []
+    run: Any  # a row of the runs table: its columns' types are the CSV's, unknown to the type checker
     for run in tables["runs"].itertuples(index=False):
         ev = tables["evals"][tables["evals"]["run"] == run.run]
         ep = tables["epochs"][tables["epochs"]["run"] == run.run]
@@ -157,19 +157,6 @@ def scaling(runs: pd.DataFrame) -> pd.DataFrame:
         g["source"] = "measured"
         parts.append(g[SCALING_COLUMNS])
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=SCALING_COLUMNS)
-
-
-def load_baselines(path: Path) -> pd.DataFrame:
-    """Published results, each row marked 'published'."""
-    if not path.is_file():
-        raise UserError(f"baselines file {path} not found; it ships as config/baselines.yaml")
-    doc = yaml.safe_load(path.read_text()) or {}
-    entries = doc.get("baselines")
-    if not isinstance(entries, list):
-        raise UserError(f"{path}: expected a top-level 'baselines:' list")
-    frame = pd.DataFrame(entries)
-    frame["source"] = "published"
-    return frame
 
 
 def comparison(
@@ -313,7 +300,9 @@ def simulation_metrics(sim: dict[str, pd.DataFrame]) -> dict[str, Any]:
     val = sim["validation.csv"]
     big = val[val["bytes"] >= 64 << 10] if len(val) else val
     errors = (
-        {f"n{int(n)}": _clean((g["ratio"] - 1).abs().median()) for n, g in big.groupby("ranks")} if len(big) else {}
+        {f"n{int(cast(SupportsInt, n))}": _clean((g["ratio"] - 1).abs().median()) for n, g in big.groupby("ranks")}
+        if len(big)
+        else {}
     )
     claims = {f"{r['paper']}: {r['claim']}": _clean(r["simulated"]) for _, r in sim["papers.csv"].iterrows()}
     return {"validation_median_abs_error_64KiB_up": errors, "claims": claims}
@@ -354,7 +343,10 @@ def metrics(runs: pd.DataFrame, scale: pd.DataFrame, bench: pd.DataFrame) -> dic
         for _, r in scale.iterrows()
     }
     peak = (
-        {f"{a}-n{int(n)}": _clean(g["busbw_GBps"].max()) for (a, n), g in bench.groupby(["algorithm", "world_size"])}
+        {
+            f"{a}-n{int(cast(SupportsInt, n))}": _clean(g["busbw_GBps"].max())
+            for (a, n), g in bench.groupby(["algorithm", "world_size"])
+        }
         if len(bench)
         else {}
     )
@@ -365,9 +357,15 @@ def metrics(runs: pd.DataFrame, scale: pd.DataFrame, bench: pd.DataFrame) -> dic
         "best_top1": _clean(runs["best_top1"].max()) if len(runs) else None,
         "fastest_tta_s": _clean(runs["tta_s"].min()) if reached.any() else None,
         "max_images_per_s": _clean(runs["images_per_s"].max()) if len(runs) else None,
-        "bench_wrong": int(bench["wrong"].fillna(0).sum()) if len(bench) else 0,
+        "bench_wrong": _bench_wrong(bench),
     }
     return {"summary": summary, "runs": per, "scaling": scaled, "bench_peak_busbw_GBps": peak}
+
+
+def _bench_wrong(bench: pd.DataFrame) -> int:
+    """Wrong elements over every bench row, in place and out of place (old benches have no oop_wrong column)."""
+    columns = [c for c in ("wrong", "oop_wrong") if c in bench.columns]
+    return int(bench[columns].fillna(0).to_numpy().sum()) if len(bench) and columns else 0
 
 
 def analyze(

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 from collections.abc import Callable
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +43,10 @@ def grid_point(record: dict[str, Any]) -> dict[str, Any]:
 def load_json(path: Path) -> dict[str, Any]:
     """A JSON file, with an error naming it."""
     try:
-        return json.loads(Path(path).read_text())
+        record: dict[str, Any] = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise UserError(f"cannot read {path}: {exc}; re-run the rule that writes it") from None
+    return record
 
 
 def training_clock(events: list[dict[str, Any]]) -> tuple[Callable[[dict[str, Any]], float], float]:
@@ -56,15 +57,11 @@ def training_clock(events: list[dict[str, Any]]) -> tuple[Callable[[dict[str, An
     run_resume is waiting (the queue, a restart), not training, so time-to-accuracy leaves it out.
     """
     t0 = next(e["time_ms"] for e in events if e["key"] == "run_start")
-    gaps = [
-        (e["time_ms"], e["time_ms"] - prev["time_ms"])
-        for prev, e in zip(events, events[1:])
-        if e["key"] == "run_resume"
-    ]
+    gaps = [(e["time_ms"], e["time_ms"] - prev["time_ms"]) for prev, e in pairwise(events) if e["key"] == "run_resume"]
 
     def elapsed(e: dict[str, Any]) -> float:
         waited = sum(gap for at, gap in gaps if at <= e["time_ms"])
-        return (e["time_ms"] - t0 - waited) / 1000.0
+        return float((e["time_ms"] - t0 - waited) / 1000.0)
 
     return elapsed, sum(gap for _, gap in gaps) / 1000.0
 
@@ -176,8 +173,8 @@ class _Table:
         """Open ``path``'s temporary sibling; the header comes with the first row."""
         self.path, self.rows = path, 0
         self.tmp = path.with_name(f".{path.name}.partial")
-        self.fh = open(self.tmp, "w", newline="")
-        self.writer: csv.DictWriter | None = None
+        self.fh = self.tmp.open("w", newline="")  # stays open across write(); close() closes it
+        self.writer: csv.DictWriter[str] | None = None
 
     def write(self, rows: list[dict[str, Any]]) -> None:
         """Append ``rows``; the first call's keys (in order, across its rows) are the table's columns."""
@@ -196,7 +193,7 @@ class _Table:
         """Rename into place when ``done``; else drop the partial file (the previous table stays)."""
         self.fh.close()
         if done:
-            os.replace(self.tmp, self.path)
+            self.tmp.replace(self.path)
         else:
             self.tmp.unlink(missing_ok=True)
 

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+from typing import Any, cast
 
-import matplotlib
+import matplotlib as mpl
 
-matplotlib.use("Agg")
+mpl.use("Agg")
 
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 from scalerepro.analysis.accuracy import REFERENCE
 from scalerepro.analysis.collect import read_csv
@@ -29,18 +31,18 @@ FIGURES = (
 )
 
 
-def _save(fig: plt.Figure, path: Path) -> Path:
+def _save(fig: Figure, path: Path) -> Path:
     """Save as PNG at ``path`` and as SVG beside it, each atomically (temporary name, then rename); close."""
     fig.tight_layout()
     for target in (path, path.with_suffix(".svg")):
         tmp = target.with_name(f".{target.stem}.partial{target.suffix}")
         fig.savefig(tmp, dpi=120)
-        os.replace(tmp, target)
+        tmp.replace(target)
     plt.close(fig)
     return path
 
 
-def _empty(ax: plt.Axes, what: str) -> None:
+def _empty(ax: Axes, what: str) -> None:
     """Say on the figure that there was nothing to draw."""
     ax.text(0.5, 0.5, f"no {what} in this run", ha="center", va="center", transform=ax.transAxes)
 
@@ -63,7 +65,7 @@ def best_simulated(sim: pd.DataFrame) -> pd.DataFrame:
     return fp32.merge(best, on=["platform", "algorithm"]).sort_values(["platform", "ranks"])
 
 
-def _simulated_lines(ax: plt.Axes, sim: pd.DataFrame, column: str) -> None:
+def _simulated_lines(ax: Axes, sim: pd.DataFrame, column: str) -> None:
     """Dashed grey lines: each platform's best simulated algorithm (see :func:`best_simulated`)."""
     for (platform, algo), g in best_simulated(sim).groupby(["platform", "algorithm"]):
         ax.plot(g["ranks"], g[column], ls=":", marker=".", lw=1.2, label=f"simulated: {platform} ({algo})")
@@ -86,6 +88,7 @@ def scaling_plot(scale: pd.DataFrame, comparison: pd.DataFrame, path: Path, sim:
             pub["accelerators"], pub["images_per_s"], marker="X", s=60, color="black", label="published (ResNet-50)"
         )
         seen: dict[float, int] = {}
+        row: Any  # a row of the comparison table: its columns' types are the CSV's, unknown to the type checker
         for row in pub.sort_values("images_per_s", ascending=False).itertuples(index=False):
             k = seen[row.accelerators] = seen.get(row.accelerators, -1) + 1  # stack labels that share an x
             ax.annotate(
@@ -154,7 +157,7 @@ def tta_plot(tta: pd.DataFrame, runs: pd.DataFrame, path: Path) -> Path:
     return _save(fig, path)
 
 
-def _by_size(ax: plt.Axes, data: pd.DataFrame, y: str) -> None:
+def _by_size(ax: Axes, data: pd.DataFrame, y: str) -> None:
     """``y`` against message size (log 2), a line per algorithm and rank count."""
     sns.lineplot(
         data=data.assign(ranks=data["ranks"].astype(str)),
@@ -265,7 +268,7 @@ def accuracy_plot(tta: pd.DataFrame, agreement: pd.DataFrame, runs: pd.DataFrame
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     if len(agreement):
         key = agreement.groupby(["variant", "world_size", "bn_group", "seed"]).size().idxmax()
-        variant, world, bn, seed = key
+        variant, world, bn, seed = cast("tuple[str, int, str | int, int]", key)  # the grouped columns' values
         same = runs[
             (runs["variant"] == variant) & (runs["world_size"] == world) & (runs["bn_group"].astype(str) == str(bn))
         ]

@@ -41,7 +41,8 @@ def judged(value: float, text: str, ok: bool, why_not: str) -> Measured:
 
 def _largest(frame: pd.DataFrame, column: str) -> pd.DataFrame:
     """The rows at the largest value of ``column``."""
-    return frame[frame[column] == frame[column].max()]
+    at_max: pd.Series[bool] = frame[column] == frame[column].max()
+    return frame[at_max]
 
 
 def busbw_ratio(
@@ -143,7 +144,7 @@ def scaling_efficiency(tables: dict[str, pd.DataFrame], needs: str, **_: Any) ->
     return Measured(float(row["efficiency"]), text, f"not measurable here: {needs}")
 
 
-def not_measurable(tables: dict[str, pd.DataFrame], needs: str, **_: Any) -> Measured:
+def not_measurable(_tables: dict[str, pd.DataFrame], needs: str, **_: Any) -> Measured:
     """A claim this hardware cannot speak to; ``needs`` says what would."""
     return Measured(None, "not measured", f"not measurable here: {needs}")
 
@@ -156,7 +157,7 @@ MEASURES: dict[str, Callable[..., Measured]] = {
 def load_claims(path: Path) -> list[dict[str, Any]]:
     """The papers of config/reproduction.yaml, each claim's measure kind checked (errors name the claim)."""
     try:
-        papers = yaml.safe_load(Path(path).read_text())["papers"]
+        papers: list[dict[str, Any]] = yaml.safe_load(Path(path).read_text())["papers"]
     except (OSError, yaml.YAMLError, KeyError, TypeError) as exc:
         raise UserError(f"cannot read the claims in {path}: {exc}; it needs a top-level `papers:` list") from None
     for paper in papers:
@@ -254,6 +255,7 @@ def markdown(papers: list[dict[str, Any]], table: pd.DataFrame, command: str) ->
 def metrics(table: pd.DataFrame) -> dict[str, Any]:
     """For DVC: per paper and claim, the measured value, 1/0 reproduced, and the verdict."""
     out: dict[str, Any] = {}
+    r: Any  # a row of the cards table: its columns' types are unknown to the type checker
     for r in table.itertuples(index=False):
         out.setdefault(r.paper, {})[r.claim] = {
             "value": None if pd.isna(r.value) else float(r.value),

@@ -17,13 +17,13 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from mpi4py import MPI
 
 from scalerepro.errors import UserError
-from scalerepro.mpi import node_name
+from scalerepro.mpi import nodes_of_ranks
 
 EXECUTORS = ("auto", "mpi", "torch")
 
@@ -91,7 +91,7 @@ class Watchdog:
         """
         peers = [r for r in range(self.comm.size) if r != self.comm.rank]
         bufs = [bytearray(8) for _ in peers]
-        reqs = [self.comm.Irecv(b, source=r, tag=QUERY) for b, r in zip(bufs, peers)]
+        reqs = [self.comm.Irecv(b, source=r, tag=QUERY) for b, r in zip(bufs, peers, strict=True)]
         try:
             while not self._stop.wait(0.05):
                 for i in MPI.Request.Testsome(reqs) or []:
@@ -115,7 +115,8 @@ class Watchdog:
         why = "; ".join(parts) or "every rank is inside it (a deadlock or a stalled network)"
         where = self.where()
         print(
-            f"scalerepro: error: {name} (collective #{seq}{', ' + where if where else ''}) did not finish within comm.timeout_s="
+            f"scalerepro: error: {name} (collective #{seq}{', ' + where if where else ''}) did not finish within "
+            f"comm.timeout_s="
             f"{self.timeout_s:g} s on rank {me}: {why}. Aborting the job.",
             file=sys.stderr,
             flush=True,
@@ -136,7 +137,7 @@ class Watchdog:
                 if r not in answers:
                     done, value = req.test()
                     if done:
-                        answers[r] = value
+                        answers[r] = cast(int, value)  # the collective number the peer is in
             time.sleep(0.01)
         del sends
         dead = [r for r in peers if r not in answers]
@@ -191,20 +192,19 @@ class Context:
     def split(self, key: Any, color: int, order: int) -> MPI.Intracomm:
         """Sub-communicator (cached under ``key``) of the ranks with the same ``color``, ranked by ``order``."""
         if key not in self._subs:
-            self._subs[key] = self.comm.Split(color, order)
+            self._subs[key] = cast(MPI.Intracomm, self.comm.Split(color, order))  # mpi4py's stub says Comm
         return self._subs[key]
 
     def nodes(self) -> tuple[int, ...]:
-        """The node of every rank (nodes numbered in order of their first rank), found once.
+        """The node of every rank (nodes numbered in order of their first rank, as :func:`mpi.node_layout`), found once.
 
         Under SLURM the node is SLURM's node name (two slurmd on one host are
         two nodes); elsewhere the host's shared-memory domain.
         """
         if "nodes" not in self._extra:
-            names = self.comm.allgather(node_name(self.comm))
-            first: dict[str, int] = {}
-            self._extra["nodes"] = tuple(first.setdefault(n, len(first)) for n in names)
-        return self._extra["nodes"]  # type: ignore[no-any-return]
+            self._extra["nodes"] = nodes_of_ranks(self.comm)
+        nodes: tuple[int, ...] = self._extra["nodes"]
+        return nodes
 
     def scratch(self, dtype: Any, count: int, device: Any = None) -> Any:
         """A reusable scratch buffer of at least ``count`` elements (grown on demand): a NumPy array of ``dtype``,
@@ -247,7 +247,8 @@ class Context:
                 root = root.parent
             mapped = MPI.Group.Translate_ranks(self.comm.group, list(range(self.size)), root.comm.group)
             self._extra["torch-ranks"] = tuple(int(r) for r in mapped)
-        return self._extra["torch-ranks"]  # type: ignore[no-any-return]
+        ranks: tuple[int, ...] = self._extra["torch-ranks"]
+        return ranks
 
     def close(self) -> None:
         """Free sub-communicators, cached requests, the torch session this context owns, and the watchdog."""

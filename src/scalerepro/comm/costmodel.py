@@ -178,14 +178,13 @@ def _profile(ranks: Iterable[Schedule], p: int, itemsize: int, layout: Layout) -
     for r, schedule in enumerate(ranks):
         for lane in schedule.lanes:
             depth = max(depth, len(lane))
-            for k, stage in enumerate(lane):
+            for at, stage in enumerate(lane):
                 for step in stage:
-                    kind = type(step)
-                    if kind is Send:
-                        send_row((k, r, step[0], step[2] - step[1]))
-                    elif kind is Recv:
+                    if type(step) is Send:
+                        send_row((at, r, step[0], step[2] - step[1]))
+                    elif type(step) is Recv:
                         if step[3]:
-                            reduce_row((k, r, step[2] - step[1]))
+                            reduce_row((at, r, step[2] - step[1]))
                     else:
                         raise ValueError("expand collectives before profiling (costmodel.schedules does)")
     k, src, dst, nbytes = _columns(sends, 4)
@@ -375,7 +374,10 @@ def _fit(name: str, pts: list[dict[str, Any]], gamma: float, where: str | None) 
         len(pts),
         float(np.median(rel)),
         float(np.max(rel)),
-        tuple((int(r["world_size"]), int(r["bytes"]), float(ti), float(mi)) for r, ti, mi in zip(pts, t, model)),
+        tuple(
+            (int(r["world_size"]), int(r["bytes"]), float(ti), float(mi))
+            for r, ti, mi in zip(pts, t, model, strict=True)
+        ),
     )
 
 

@@ -1,32 +1,62 @@
 """The one benchmark harness every algorithm runs under (as nccl-tests does).
 
-Per size and algorithm: warm-up, then timed iterations (``iters``, more
-for fast sizes until the loop spans ``min_time_s``, as OSU's benchmarks
-give small messages more iterations), each after a barrier, the
-algorithms' iterations interleaved in ``rounds``; a rank's time is its mean, and t is the maximum over ranks (on a GPU, each iteration
+Per size and algorithm, as nccl-tests' ``all_reduce_perf``: an
+**out-of-place** measurement (the sum lands in a separate receive buffer,
+the send buffer is left untouched) and an **in-place** one (the buffer is
+summed where it lies). Each: warm-up, then timed iterations (``iters``,
+more for fast sizes until the loop spans ``min_time_s``, as OSU's
+benchmarks give small messages more iterations), each after a barrier,
+every algorithm's two placements interleaved in ``rounds``; a rank's time
+is its mean, and t is the maximum over ranks (on a GPU, each iteration
 ends when the device has finished). algbw = bytes / t, busbw = algbw *
-2(p-1)/p. Each timed result is checked against the exact sum
-(integer-valued data, so any summation order is exact) unless checking is
-off. Buffers are NumPy arrays on the CPU and torch tensors on a GPU
-(``device``); every row records the executor and the schedule used.
+2(p-1)/p.
+
+How out-of-place runs (:func:`out_of_place`): the algorithms' entry
+point (:func:`scalerepro.comm.registry.allreduce`) sums in place, so
+``native`` on host buffers calls MPI_Allreduce with distinct send and
+receive buffers (what the MPI library itself offers), and every other
+algorithm, torch's collectives (gloo, nccl) and host-staged GPU buffers
+included, copies the send buffer into the receive buffer and then sums
+that in place, the copy inside the timed region: that is what a framework
+doing out-of-place on top of an in-place algorithm pays. Each row records
+which (``oop_via``).
+
+Each timed result is checked against the exact sum (integer-valued data,
+so any summation order is exact) unless checking is off; out of place the
+check also counts the elements of the send buffer that changed, and the
+receive buffer is zeroed before each iteration (zero is no valid sum), so
+a call that leaves it alone is caught. Buffers are NumPy arrays on the CPU
+and torch tensors on a GPU (``device``); every row records the executor
+and the schedule used.
+
+A row keeps the in-place results under the names they always had
+(``time_us``, ``min_us``, ``median_us``, ``algbw_GBps``, ``busbw_GBps``,
+``wrong``), which every reader of the bench JSON (cost model, validation,
+analysis, ``auto``'s tuning, the scripts) uses, and adds the out-of-place
+ones with an ``oop_`` prefix. :func:`summary` gives the footer's numbers.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import sys
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 from mpi4py import MPI
 
-from scalerepro.comm.context import Context
+from scalerepro.comm import mpi_executor, native
+from scalerepro.comm.context import CommParams, Context
 from scalerepro.comm.registry import allreduce, resolve
 from scalerepro.errors import UserError
+from scalerepro.mpi import library_version
+from scalerepro.oversubscription import node_cores
+from scalerepro.provenance import record
 
 DTYPES = {"float32": np.float32, "float64": np.float64}
 
@@ -113,85 +143,179 @@ def bus_factor(world: int) -> float:
     return 2.0 * (world - 1) / world if world > 1 else 0.0
 
 
+NATIVE_OOP = "MPI_Allreduce(send, recv)"  # oop_via: the MPI library's own out-of-place all-reduce
+COPY_OOP = "copy + in place"  # oop_via: send copied into recv, then recv summed in place (copy timed)
+
+
+def oop_via(ctx: Context, recv: Any, algo: str) -> str:
+    """How :func:`out_of_place` runs ``algo`` on a buffer like ``recv``: :data:`NATIVE_OOP` or :data:`COPY_OOP`."""
+    found = resolve(recv, algo, ctx)
+    direct = found.algorithm == native.NAME and found.executor == mpi_executor.NAME and not found.host_staged
+    return NATIVE_OOP if direct and isinstance(recv, np.ndarray) else COPY_OOP
+
+
+def out_of_place(send: Any, recv: Any, algo: str, ctx: Context) -> Any:
+    """Sum ``send`` over ``ctx`` into ``recv`` with ``algo``, ``send`` untouched; returns ``recv``.
+
+    ``native`` on host (NumPy) buffers: MPI_Allreduce from ``send`` into
+    ``recv`` (under the context's watchdog, as every all-reduce runs). Every
+    other algorithm: the registry's ``out=``, which copies ``send`` into
+    ``recv`` and sums ``recv`` in place; the copy is part of the call.
+    """
+    if oop_via(ctx, recv, algo) == COPY_OOP:
+        return allreduce(send, algo, ctx, out=recv)
+    if send.shape != recv.shape or send.dtype != recv.dtype:
+        raise UserError(f"out-of-place all-reduce: {send.dtype}[{send.size}] into {recv.dtype}[{recv.size}]")
+    dog = ctx.watchdog()
+    if dog is not None:
+        dog.arm(f"{algo} out-of-place all-reduce")
+    try:
+        ctx.comm.Allreduce(send, recv, op=MPI.SUM)
+    finally:
+        if dog is not None:
+            dog.disarm()  # also when it raised: a stale deadline must not abort a later, healthy job
+    return recv
+
+
+def send_changed(send: Any, rank: int, it: int) -> int:
+    """Elements of an out-of-place send buffer that no longer hold what :func:`fill` put there."""
+    return int((send != pattern(send, it) * (rank + 1)).sum())
+
+
+def _poison(buf: Any) -> None:
+    """Zero ``buf``: no valid sum of :func:`fill`'s data (every element is >= 1), so a skipped write shows."""
+    if isinstance(buf, np.ndarray):
+        buf.fill(0)
+    else:
+        buf.zero_()
+
+
 @dataclass
 class _Timing:
-    """One algorithm's measurement at one size, filled round by round."""
+    """One algorithm's measurement in one placement at one size, filled round by round.
+
+    In place ``send`` is None and ``buf`` is summed where it lies; out of
+    place ``send`` is filled and ``buf`` receives the sum.
+    """
 
     algo: str
     buf: Any
+    send: Any
     iters: int
     times: list[float]
     wrong: int = 0
 
+    def call(self, ctx: Context) -> None:
+        """One all-reduce in this placement (what the clock times)."""
+        if self.send is None:
+            allreduce(self.buf, self.algo, ctx)
+        else:
+            out_of_place(self.send, self.buf, self.algo, ctx)
 
-def _warm(ctx: Context, algo: str, count: int, spec: SweepSpec) -> _Timing:
-    """Warm ``algo`` up on a fresh buffer and settle its timed iterations (every rank the same number)."""
-    buf = make_buffer(count, spec.dtype, _device(ctx, spec.device))
-    warm = []
-    for it in range(spec.warmup):
-        fill(buf, ctx.rank, it)
-        t0 = time.perf_counter()
-        allreduce(buf, algo, ctx)
-        _finish(buf)
-        warm.append(time.perf_counter() - t0)
-    # every rank must run the same count: agree on the slowest rank's warm-up pace
-    pace = ctx.comm.allreduce(statistics.median(warm) if warm else 0.0, op=MPI.MAX)
-    return _Timing(algo, buf, timed_iterations(spec, pace), [])
+    def fill(self, rank: int, it: int) -> None:
+        """This iteration's input (and, out of place, a zeroed receive buffer)."""
+        if self.send is None:
+            fill(self.buf, rank, it)
+        else:
+            fill(self.send, rank, it)
+            _poison(self.buf)
+
+    def check(self, ctx: Context, it: int) -> int:
+        """Wrong elements of the result, plus (out of place) the send buffer's changed elements."""
+        wrong = wrong_elements(self.buf, ctx.size, it)
+        return wrong if self.send is None else wrong + send_changed(self.send, ctx.rank, it)
+
+
+def _warm(ctx: Context, algo: str, count: int, spec: SweepSpec) -> tuple[_Timing, _Timing]:
+    """Warm ``algo`` up out of place and in place on fresh buffers; both get the same timed iterations.
+
+    As in nccl-tests, two buffers: in place sums the out-of-place receive
+    buffer (every iteration refills or zeroes it first). Every rank must run
+    the same count: the ranks agree on the slowest rank's warm-up pace, the
+    slower placement's.
+    """
+    device = _device(ctx, spec.device)
+    send, recv = make_buffer(count, spec.dtype, device), make_buffer(count, spec.dtype, device)
+    pair = (_Timing(algo, recv, send, 0, []), _Timing(algo, recv, None, 0, []))
+    pace = 0.0
+    for t in pair:
+        warm = []
+        for it in range(spec.warmup):
+            t.fill(ctx.rank, it)
+            t0 = time.perf_counter()
+            t.call(ctx)
+            _finish(t.buf)
+            warm.append(time.perf_counter() - t0)
+        pace = max(pace, statistics.median(warm) if warm else 0.0)
+    iters = timed_iterations(spec, ctx.comm.allreduce(pace, op=MPI.MAX))
+    for t in pair:
+        t.iters = iters
+    return pair
 
 
 def _time(ctx: Context, t: _Timing, n: int, spec: SweepSpec) -> None:
-    """``n`` more timed iterations of ``t.algo``, each after a barrier, checked unless checking is off."""
+    """``n`` more timed iterations of ``t``, each after a barrier, checked unless checking is off."""
     for _ in range(n):
         it = len(t.times)
-        fill(t.buf, ctx.rank, it)
+        t.fill(ctx.rank, it)
         _finish(t.buf)
         ctx.comm.Barrier()
         t0 = time.perf_counter()
-        allreduce(t.buf, t.algo, ctx)
+        t.call(ctx)
         _finish(t.buf)
         t.times.append(time.perf_counter() - t0)
         if spec.check:
-            t.wrong += wrong_elements(t.buf, ctx.size, it)
+            t.wrong += t.check(ctx, it)
 
 
 def measure_size(ctx: Context, algos: Iterable[str], nbytes: int, spec: SweepSpec) -> list[dict[str, Any]]:
-    """One row per algorithm at ``nbytes``: their timed iterations interleaved in ``spec.rounds`` rounds.
+    """One row per algorithm at ``nbytes`` (out of place and in place): timed iterations interleaved in rounds.
 
-    Each algorithm's iterations are spread over the rounds (round-robin over
-    the algorithms, each round starting one algorithm further on, so none is
-    always first after the others), so a burst of load from another job on a
-    shared machine lands on all of them alike instead of on whichever ran at
-    that moment.
+    Each measurement's iterations (two per algorithm: out of place, in
+    place) are spread over ``spec.rounds`` rounds (round-robin over them,
+    each round starting one further on, so none is always first after the
+    others), so a burst of load from another job on a shared machine lands
+    on all of them alike instead of on whichever ran at that moment.
     """
     count = nbytes // np.dtype(DTYPES[spec.dtype]).itemsize
-    timings = [_warm(ctx, algo, count, spec) for algo in algos]
+    pairs = [_warm(ctx, algo, count, spec) for algo in algos]
+    timings = [t for pair in pairs for t in pair]
     rounds = max(1, min(spec.rounds, min(t.iters for t in timings)))
     for k in range(rounds):
         for t in timings[k % len(timings) :] + timings[: k % len(timings)]:  # each round starts one further on
             _time(ctx, t, t.iters * (k + 1) // rounds - t.iters * k // rounds, spec)
-    return [_row(ctx, t, count, spec) for t in timings]
+    return [_row(ctx, oop, inplace, count, spec) for oop, inplace in pairs]
 
 
-def _row(ctx: Context, t: _Timing, count: int, spec: SweepSpec) -> dict[str, Any]:
-    """The row of one finished measurement: t = max over ranks of the mean iteration time."""
+def _results(ctx: Context, t: _Timing, nbytes: int, spec: SweepSpec) -> dict[str, Any]:
+    """One finished measurement: t = max over ranks of the mean iteration time, bandwidths, #wrong."""
     comm = ctx.comm
-    itemsize = np.dtype(DTYPES[spec.dtype]).itemsize
     per_rank = comm.allgather(statistics.fmean(t.times))
     worst = max(per_rank)
-    algbw = count * itemsize / worst / 1e9 if worst > 0 else 0.0
-    used = resolve(t.buf, t.algo, ctx).record()
+    algbw = nbytes / worst / 1e9 if worst > 0 else 0.0
     return {
-        "algorithm": t.algo,
-        "bytes": count * itemsize,
-        "count": count,
-        "dtype": spec.dtype,
-        "iters": t.iters,
         "time_us": worst * 1e6,
         "min_us": min(per_rank) * 1e6,
         "median_us": statistics.median(per_rank) * 1e6,
         "algbw_GBps": algbw,
         "busbw_GBps": algbw * bus_factor(comm.size),
         "wrong": comm.allreduce(t.wrong, op=MPI.SUM) if spec.check else None,
+    }
+
+
+def _row(ctx: Context, oop: _Timing, inplace: _Timing, count: int, spec: SweepSpec) -> dict[str, Any]:
+    """One algorithm's row at one size: in-place results under their old names, out-of-place ones as ``oop_*``."""
+    nbytes = count * np.dtype(DTYPES[spec.dtype]).itemsize
+    used = resolve(inplace.buf, inplace.algo, ctx).record()
+    return {
+        "algorithm": inplace.algo,
+        "bytes": nbytes,
+        "count": count,
+        "dtype": spec.dtype,
+        "iters": inplace.iters,
+        **_results(ctx, inplace, nbytes, spec),
+        **{f"oop_{k}": v for k, v in _results(ctx, oop, nbytes, spec).items()},
+        "oop_via": oop_via(ctx, oop.buf, oop.algo),
         "executor": used.pop("executor"),
         "schedule": used,
     }
@@ -222,7 +346,8 @@ def reduction_cost(dtype: np.dtype, nbytes: int = 8 << 20, repeats: int = 5) -> 
 
 
 def sweep(ctx: Context, spec: SweepSpec, progress: bool = True) -> list[dict[str, Any]]:
-    """Every size x algorithm; rank 0 prints an nccl-tests style table to stderr as it goes.
+    """Every size x algorithm, out of place and in place; rank 0 prints an nccl-tests style table to stderr
+    as it goes (:data:`HEADER` and :func:`format_footer` are the caller's to print).
 
     Sizes are the outer loop, and at each size the algorithms' timed
     iterations are interleaved in ``rounds``: drift on a shared machine
@@ -256,19 +381,27 @@ def prepare(ctx: Context, spec: SweepSpec) -> None:
     _finish(buf)
 
 
-HEADER = (
-    f"{'algorithm':>14} {'size(B)':>11} {'count':>10} {'time(us)':>10} {'algbw(GB/s)':>11} {'busbw(GB/s)':>11} "
-    f"{'#wrong':>7}  schedule"
-)
+_GROUP = 35  # width of one column group: time, algbw, busbw, #wrong
+HEADER = "\n".join(
+    line.rstrip()
+    for line in (
+        f"#{'':>13} {'':>11} {'':>12} {'out-of-place':^{_GROUP}} {'in-place':^{_GROUP}}",
+        f"#{'algorithm':>13} {'size':>11} {'count':>12}"
+        + f" {'time':>10} {'algbw':>8} {'busbw':>8} {'#wrong':>6}" * 2
+        + "  schedule",
+        f"#{'':>13} {'(B)':>11} {'(elements)':>12}" + f" {'(us)':>10} {'(GB/s)':>8} {'(GB/s)':>8} {'':>6}" * 2,
+    )
+)  # nccl-tests' all_reduce_perf header, with the harness's columns (algorithm first, the schedule last)
 
 
 def format_row(row: dict[str, Any]) -> str:
-    """One table line for people (analysis reads the JSON, never this)."""
-    wrong = "N/A" if row["wrong"] is None else str(row["wrong"])
-    return (
-        f"{row['algorithm']:>14} {row['bytes']:>11} {row['count']:>10} {row['time_us']:>10.1f} "
-        f"{row['algbw_GBps']:>11.3f} {row['busbw_GBps']:>11.3f} {wrong:>7}  {describe(row)}"
+    """One table line for people (analysis reads the JSON, never this): out-of-place group, then in-place."""
+    groups = "".join(
+        f" {row[p + 'time_us']:>10.1f} {row[p + 'algbw_GBps']:>8.3f} {row[p + 'busbw_GBps']:>8.3f} "
+        f"{'N/A' if row[p + 'wrong'] is None else row[p + 'wrong']:>6}"
+        for p in ("oop_", "")
     )
+    return f"{row['algorithm']:>14} {row['bytes']:>11} {row['count']:>12}{groups}  {describe(row)}"
 
 
 def describe(row: dict[str, Any]) -> str:
@@ -284,12 +417,45 @@ def describe(row: dict[str, Any]) -> str:
 
 
 def total_wrong(rows: Iterable[dict[str, Any]]) -> int:
-    """Sum of #wrong over rows (unchecked rows count 0)."""
-    return sum(r["wrong"] or 0 for r in rows)
+    """Sum of #wrong over rows, out of place and in place (unchecked rows count 0; rows from before out-of-place
+    was measured have no ``oop_wrong``)."""
+    return sum((r["wrong"] or 0) + (r.get("oop_wrong") or 0) for r in rows)
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The footer's numbers, for the bench JSON: per algorithm the average busbw, and the out-of-bounds count.
+
+    ``avg_busbw_GBps`` (GB/s, per algorithm): as nccl-tests' "Avg bus
+    bandwidth", the mean over every size *and both placements*: the sum of
+    out-of-place and in-place busbw over the sizes, divided by 2 x the
+    number of sizes. ``out_of_bounds``: the wrong elements over every row and
+    both placements (nccl-tests' "Out of bounds values"), None when checking
+    was off.
+    """
+    by_algo: dict[str, list[float]] = {}
+    for r in rows:
+        by_algo.setdefault(r["algorithm"], []).extend((r["oop_busbw_GBps"], r["busbw_GBps"]))
+    checked = any(r["wrong"] is not None for r in rows)
+    return {
+        "avg_busbw_GBps": {a: statistics.fmean(v) for a, v in by_algo.items()},
+        "out_of_bounds": total_wrong(rows) if checked else None,
+    }
+
+
+def format_footer(rows: list[dict[str, Any]]) -> str:
+    """nccl-tests' footer: ``# Out of bounds values``, and ``# Avg bus bandwidth`` per algorithm (see
+    :func:`summary`: the mean busbw over all sizes, out of place and in place)."""
+    s = summary(rows)
+    bad = s["out_of_bounds"]
+    verdict = "N/A (not checked)" if bad is None else f"{bad} {'FAILED' if bad else 'OK'}"
+    lines = [f"# Out of bounds values : {verdict}"]
+    lines += [f"# Avg bus bandwidth    : {bw:.6g} GB/s  {a}" for a, bw in s["avg_busbw_GBps"].items()]
+    lines.append("#   (per algorithm: mean busbw over all sizes, out-of-place and in-place, as nccl-tests)")
+    return "\n".join(lines)
 
 
 def compare(rows: list[dict[str, Any]], peer: str) -> list[dict[str, Any]]:
-    """Per algorithm and size: busbw and time as ratios to ``peer`` measured in the same sweep."""
+    """Per algorithm and size: in-place busbw and time as ratios to ``peer``'s measured in the same sweep."""
     ref = {r["bytes"]: r for r in rows if r["algorithm"] == peer}
     out = []
     for r in rows:
@@ -316,3 +482,53 @@ def format_comparison(rows: list[dict[str, Any]]) -> str:
         tr = "N/A" if r["time_ratio"] is None else f"{r['time_ratio']:.2f}x"
         lines.append(f"{r['algorithm']:>12} {r['peer']:>8} {r['bytes']:>11} {bw:>12} {tr:>11}")
     return "\n".join(lines)
+
+
+ENV_PREFIXES = ("OMP_", "MPIR_", "MPICH_", "SLURM_", "NCCL_")  # the settings a bench result records
+
+
+def run(
+    comm: MPI.Intracomm, params: CommParams, spec: SweepSpec, peers: list[str], emit: Callable[[str], None]
+) -> dict[str, Any]:
+    """The whole bench on ``comm``: header, sweep (``spec.threads`` 0: each rank's share of its node's cores),
+    footer and comparisons through ``emit`` on rank 0; the bench record (provenance, placement, rows) for JSON."""
+    for peer in peers:
+        if peer not in spec.algorithms:
+            raise UserError(
+                f"--compare {peer}: not among the benchmarked algorithms {list(spec.algorithms)}; add it to --algos"
+            )
+
+    def say(text: str) -> None:
+        if comm.rank == 0:
+            emit(text)
+
+    say(f"# world size {comm.size}, {library_version()}, {spec.device} buffers, comm.executor={params.executor}")
+    say(HEADER)
+    with Context(comm, params) as ctx:
+        nodes = ctx.nodes()
+        placement = {
+            "ranks_per_node": max(nodes.count(n) for n in nodes),
+            "cores_per_node": min(comm.allgather(node_cores(os.environ))),
+        }
+        threads = spec.threads or max(1, placement["cores_per_node"] // placement["ranks_per_node"])
+        spec = replace(spec, threads=threads)
+        rows = sweep(ctx, spec)
+    say(format_footer(rows))
+    gamma = statistics.median(comm.allgather(reduction_cost(np.dtype(DTYPES[spec.dtype]))))
+    ratios = {peer: compare(rows, peer) for peer in peers}
+    for peer in peers:
+        say(f"# ratios against {peer} (same run)\n{format_comparison(ratios[peer])}")
+    return {
+        **record(comm),
+        "world_size": comm.size,
+        "nodes": list(nodes),
+        "mpi_library": library_version(),
+        "spec": spec.__dict__ | {"algorithms": list(spec.algorithms)},
+        "device": spec.device,
+        **placement,
+        "reduction_s_per_byte": gamma,
+        "env": {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)},
+        "rows": rows,
+        **summary(rows),  # the footer's avg_busbw_GBps (per algorithm) and out_of_bounds
+        "comparisons": [c for peer in peers for c in ratios[peer]],
+    }

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from mpi4py import MPI
@@ -69,9 +69,11 @@ def _direct(schedule: Schedule, count: int) -> tuple[int, int] | None:
     if len(schedule.lanes) != 1 or len(schedule.lanes[0]) != 1:
         return None
     stage = schedule.lanes[0][0]
-    if len(stage) != 2 or not (isinstance(stage[0], Send) and isinstance(stage[1], Recv)):
+    if len(stage) != 2:
         return None
     send, recv = stage
+    if not (isinstance(send, Send) and isinstance(recv, Recv)):
+        return None
     whole = (send.lo, send.hi) == (recv.lo, recv.hi) == (0, count)
     return (send.peer, count) if whole and send.peer == recv.peer and send.reduce and recv.reduce else None
 
@@ -111,10 +113,10 @@ def _blocks(send: Send, recv: Recv, block: int) -> tuple[tuple[tuple[int, int] |
 def _scratch_of(stage: tuple[Any, ...]) -> int:
     """Scratch elements a compiled stage needs."""
     if stage[0] == EXCHANGE and stage[2].reduce:
-        return max(inc[1] - inc[0] for _, inc in stage[3] if inc is not None)
+        return int(max(inc[1] - inc[0] for _, inc in stage[3] if inc is not None))
     if stage[0] == RECV and stage[1].reduce:
-        return stage[1].hi - stage[1].lo
-    return stage[4] if stage[0] == MANY else 0
+        return int(stage[1].hi - stage[1].lo)
+    return int(stage[4]) if stage[0] == MANY else 0
 
 
 def run(plan: Plan, buf: np.ndarray, ctx: Any, schedule: Schedule) -> None:
@@ -185,7 +187,7 @@ def _post(comm: MPI.Intracomm, buf: np.ndarray, tmp: np.ndarray, stage: tuple[An
     _, sends, recvs, offsets, _ = stage
     reqs = [
         comm.Irecv(tmp[o : o + r.hi - r.lo] if o >= 0 else buf[r.lo : r.hi], source=r.peer, tag=tag)
-        for r, o in zip(recvs, offsets)
+        for r, o in zip(recvs, offsets, strict=True)
     ]
     reqs += [comm.Isend(buf[s.lo : s.hi], dest=s.peer, tag=tag) for s in sends]
     return reqs
@@ -194,7 +196,7 @@ def _post(comm: MPI.Intracomm, buf: np.ndarray, tmp: np.ndarray, stage: tuple[An
 def _reduce(buf: np.ndarray, tmp: np.ndarray, stage: tuple[Any, ...]) -> None:
     """Add a completed MANY stage's reduce messages into their slices."""
     _, _, recvs, offsets, _ = stage
-    for r, o in zip(recvs, offsets):
+    for r, o in zip(recvs, offsets, strict=True):
         if o >= 0:
             target = buf[r.lo : r.hi]
             np.add(target, tmp[o : o + r.hi - r.lo], out=target)
@@ -242,8 +244,9 @@ def group_comm(ctx: Any, schedule: Schedule, name: str) -> MPI.Intracomm | None:
     if len(mine) == 1:
         return None
     if len(mine) == ctx.size:
-        return ctx.comm
-    return ctx.cached(("mpi-group", mine), lambda: ctx.comm.Create_group(ctx.comm.group.Incl(list(mine))))
+        return cast(MPI.Intracomm, ctx.comm)
+    group = ctx.cached(("mpi-group", mine), lambda: ctx.comm.Create_group(ctx.comm.group.Incl(list(mine))))
+    return cast(MPI.Intracomm, group)
 
 
 class DirectExchange:

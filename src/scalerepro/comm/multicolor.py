@@ -69,7 +69,7 @@ def schedule(spec: Spec) -> Schedule:
     if colors == chunks == 1:  # one color, one chunk: exactly the ring
         return reduced_to(ring.schedule(spec), ring.NAME)
     rings = orders(spec.p, colors, spec.node_ranks())
-    parts = [(part, [order]) for part, order in zip(pieces(0, spec.count, colors), rings)]
+    parts = [(part, [order]) for part, order in zip(pieces(0, spec.count, colors), rings, strict=True)]
     return Schedule(
         pipelined(spec.rank, parts, spec.itemsize, spec.chunk_bytes),
         info={"colors": colors, "chunks": chunks, "orders": [list(o) for o in rings]},

@@ -133,7 +133,8 @@ def resolve(buf: Any, algo: str, ctx: Context) -> Resolved:
         )
         return Resolved(chosen, executor, entry.schedule(spec), executor == mpi_executor.NAME and device != "cpu")
 
-    return ctx.cached(("resolved", algo, device, size, itemsize), make)  # type: ignore[no-any-return]
+    resolved: Resolved = ctx.cached(("resolved", algo, device, size, itemsize), make)
+    return resolved
 
 
 def _size(buf: Any) -> int:

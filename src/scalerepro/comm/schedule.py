@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Union
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -65,7 +65,7 @@ class AllReduce(NamedTuple):
     hi: int
 
 
-Step = Union[Send, Recv, AllReduce]
+Step = Send | Recv | AllReduce
 Stage = tuple[Step, ...]
 Lane = tuple[Stage, ...]
 
@@ -342,7 +342,7 @@ def _complete(
             np.add(target, data, out=target)
         else:
             target[...] = data
-    for (name, group, lo, hi), total in sums.items():
+    for (_name, group, lo, hi), total in sums.items():
         for m in group:
             buffers[m][lo:hi] = total
 

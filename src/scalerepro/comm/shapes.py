@@ -53,7 +53,8 @@ def resolve_grid(
 
 def squarest(p: int) -> tuple[int, int]:
     """The 2-D shape X x Y = p with X >= Y closest to square."""
-    return max((f for f in factorizations(p, 2) if f[0] >= f[1]), key=lambda f: f[1])
+    x, y = max((f for f in factorizations(p, 2) if f[0] >= f[1]), key=lambda f: f[1])
+    return x, y
 
 
 def check_config_grid(grid: tuple[int, ...], ranks: dict[str, list[int]], algorithms: dict[str, list[str]]) -> None:

@@ -19,7 +19,7 @@ device holds.
 
 from __future__ import annotations
 
-import datetime
+import datetime as dt
 import os
 import socket
 from dataclasses import dataclass
@@ -36,16 +36,16 @@ BLOCK_BYTES = 4 << 20
 CHUNK_BYTES = 1 << 62
 
 
-def rendezvous(comm: Any, host: str, timeout: datetime.timedelta) -> Any:
+def rendezvous(comm: Any, host: str, timeout: dt.timedelta) -> Any:
     """torch.distributed's key-value store: rank 0 binds it on a free port first, then announces host and port
     through MPI (a port picked, closed and announced could be taken by another job in between)."""
     import torch.distributed as dist
 
     server = None
     if comm.rank == 0:
-        server = dist.TCPStore(host, 0, comm.size, True, timeout=timeout, wait_for_workers=False)
+        server = dist.TCPStore(host, 0, comm.size, True, timeout=timeout, wait_for_workers=False)  # type: ignore[attr-defined]  # exported by torch.distributed, not listed in its __all__
     addr, port = comm.bcast((host, server.port) if server is not None else None, root=0)
-    return server if server is not None else dist.TCPStore(addr, port, comm.size, False, timeout=timeout)
+    return server if server is not None else dist.TCPStore(addr, port, comm.size, False, timeout=timeout)  # type: ignore[attr-defined]  # as above
 
 
 class Session:
@@ -61,7 +61,7 @@ class Session:
                 "torch.distributed is already initialised in this process; scalerepro sets up its own "
                 "process group (one comm Context per process owns it)"
             )
-        timeout = datetime.timedelta(seconds=timeout_s)
+        timeout = dt.timedelta(seconds=timeout_s)
         store = rendezvous(comm, os.environ.get("SCALEREPRO_GLOO_HOST") or socket.gethostname(), timeout)
         self.backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
         dist.init_process_group(self.backend, store=store, rank=comm.rank, world_size=comm.size, timeout=timeout)
@@ -114,12 +114,14 @@ def compile_plan(schedule: Schedule, rank: int, to_global: tuple[int, ...], bloc
         stages, need = [], 0
         for stage in lane:
             if len(stage) == 1 and isinstance(stage[0], AllReduce):
-                step = stage[0]
-                mine = next(g for g in schedule.partition(step.group) if rank in g)
-                stages.append(Stage((), (tuple(to_global[r] for r in mine), step.lo, step.hi)))
+                whole = stage[0]
+                mine = next(g for g in schedule.partition(whole.group) if rank in g)
+                stages.append(Stage((), (tuple(to_global[r] for r in mine), whole.lo, whole.hi)))
                 continue
             messages, used = [], 0
             for step in stage:
+                if isinstance(step, AllReduce):
+                    raise ValueError("a library collective must be alone in its stage (schedules keep it so)")
                 size = block if block and step.reduce else step.hi - step.lo
                 for lo in range(step.lo, step.hi, size):
                     hi = min(lo + size, step.hi)
@@ -175,7 +177,7 @@ def _post(stage: Stage, t: Any, session: Session, scratch: Any) -> list[Any]:
 def _finish(stage: Stage, works: list[Any], t: Any, scratch: Any) -> None:
     """Wait for a stage and add its reduce messages: block by block as each arrives (gloo), or all at once."""
     if len(works) == len(stage.messages):
-        for w, message in zip(works, stage.messages):
+        for w, message in zip(works, stage.messages, strict=True):
             w.wait()
             _reduce(t, scratch, message)
         return

@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 import simplejpeg
 import torch
 import torch.nn.functional as F
@@ -44,31 +45,36 @@ def dct_factor(box: Box, size: int) -> int:
     return next((k for k in DCT_FACTORS if h // k >= size and w // k >= size), 1)
 
 
-def decode_scaled(data: memoryview | bytes, height: int, width: int, factor: int) -> np.ndarray:
+def decode_scaled(data: memoryview | bytes, height: int, width: int, factor: int) -> npt.NDArray[np.uint8]:
     """RGB pixels decoded at 1/factor of (height, width), rounded up as libjpeg-turbo does."""
+    pixels: npt.NDArray[np.uint8]  # simplejpeg has no type information; it returns (H, W, 3) uint8
     if factor == 1:
-        return simplejpeg.decode_jpeg(data, colorspace="RGB")
-    return simplejpeg.decode_jpeg(data, colorspace="RGB", min_height=math.ceil(height / factor),
-                                  min_width=math.ceil(width / factor))
+        pixels = simplejpeg.decode_jpeg(data, colorspace="RGB")
+    else:
+        pixels = simplejpeg.decode_jpeg(
+            data, colorspace="RGB", min_height=math.ceil(height / factor), min_width=math.ceil(width / factor)
+        )
+    return pixels
 
 
-def random_resized_box(height: int, width: int, scale: tuple[float, float], ratio: tuple[float, float],
-                       rng: np.random.Generator) -> Box:
+def random_resized_box(
+    height: int, width: int, scale: tuple[float, float], ratio: tuple[float, float], rng: np.random.Generator
+) -> Box:
     """torchvision's RandomResizedCrop.get_params: 10 tries at area and aspect, then a centre crop."""
     area = height * width
     log_ratio = (math.log(ratio[0]), math.log(ratio[1]))
     for _ in range(10):
         target = area * rng.uniform(scale[0], scale[1])
         aspect = math.exp(rng.uniform(*log_ratio))
-        w = int(round(math.sqrt(target * aspect)))
-        h = int(round(math.sqrt(target / aspect)))
+        w = round(math.sqrt(target * aspect))
+        h = round(math.sqrt(target / aspect))
         if 0 < w <= width and 0 < h <= height:
             return int(rng.integers(0, height - h + 1)), int(rng.integers(0, width - w + 1)), h, w
     in_ratio = width / height
     if in_ratio < min(ratio):
-        w, h = width, int(round(width / min(ratio)))
+        w, h = width, round(width / min(ratio))
     elif in_ratio > max(ratio):
-        h, w = height, int(round(height * max(ratio)))
+        h, w = height, round(height * max(ratio))
     else:
         h, w = height, width
     return (height - h) // 2, (width - w) // 2, h, w
@@ -80,11 +86,13 @@ def centre_box(height: int, width: int, size: int, resize: int) -> Box:
     new_long = int(resize * long_ / short)
     new_h, new_w = (resize, new_long) if height <= width else (new_long, resize)
     sy, sx = height / new_h, width / new_w
-    top, left = int(round((new_h - size) / 2.0)), int(round((new_w - size) / 2.0))
-    return (int(round(top * sy)), int(round(left * sx)), max(1, int(round(size * sy))), max(1, int(round(size * sx))))
+    top, left = round((new_h - size) / 2.0), round((new_w - size) / 2.0)
+    return (round(top * sy), round(left * sx), max(1, round(size * sy)), max(1, round(size * sx)))
 
 
-def decode_rows(data: memoryview | bytes, height: int, width: int, factor: int, top: int, bottom: int) -> tuple[np.ndarray, int]:
+def decode_rows(
+    data: memoryview | bytes, height: int, width: int, factor: int, top: int, bottom: int
+) -> tuple[npt.NDArray[np.uint8], int]:
     """Pixels holding rows [top, bottom) of the image at 1/factor scale, and the scaled row they start at.
 
     With a restart marker after every MCU row (:mod:`scalerepro.data.jpegrows`)
@@ -92,7 +100,7 @@ def decode_rows(data: memoryview | bytes, height: int, width: int, factor: int, 
     """
     raw = bytes(data) if has_row_index(data) else None  # copied out of the shard map only when it will be cut
     rows = row_index(raw) if raw is not None else None
-    if rows is not None:
+    if raw is not None and rows is not None:
         first, stop = crop_rows(rows, top, bottom)
         if stop - first < len(rows.starts):
             sub = rows_jpeg(raw, rows, first, stop)
@@ -107,8 +115,8 @@ def crop_resize(data: memoryview | bytes, height: int, width: int, box: Box, siz
     top, left, h, w = box
     pixels, offset = decode_rows(data, height, width, factor, top, top + h)
     sy, sx = math.ceil(height / factor) / height, math.ceil(width / factor) / width  # the whole image's scale
-    y0, x0 = int(round(top * sy)), int(round(left * sx))
-    y1, x1 = max(y0 + 1, int(round((top + h) * sy))), max(x0 + 1, int(round((left + w) * sx)))
+    y0, x0 = round(top * sy), round(left * sx)
+    y1, x1 = max(y0 + 1, round((top + h) * sy)), max(x0 + 1, round((left + w) * sx))
     region = torch.from_numpy(pixels[y0 - offset : y1 - offset, x0:x1]).permute(2, 0, 1).unsqueeze(0)  # a view
     return F.interpolate(region, size=(size, size), mode="bilinear", antialias=True, align_corners=False)[0]
 
@@ -136,8 +144,8 @@ class EvalPipeline:
     size: int
     crop_fraction: float = 0.875
 
-    def __call__(self, data: memoryview | bytes, rng: np.random.Generator | None = None) -> torch.Tensor:
+    def __call__(self, data: memoryview | bytes, rng: np.random.Generator | None = None) -> torch.Tensor:  # noqa: ARG002  # rng: TrainPipeline's call signature
         """One evaluation image (uint8, 3 x size x size); ``rng`` is unused."""
         height, width = jpeg_size(data)
-        resize = int(round(self.size / self.crop_fraction))
+        resize = round(self.size / self.crop_fraction)
         return crop_resize(data, height, width, centre_box(height, width, self.size, resize), self.size)

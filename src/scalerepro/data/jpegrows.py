@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import shutil
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,7 +43,7 @@ class Rows:
     mcu_height: int
 
 
-def _segments(data: bytes):
+def _segments(data: bytes) -> Iterator[tuple[int, int, int]]:
     """(marker, offset, length) of each header segment up to and including the first SOS."""
     i = 2
     while i + 4 <= len(data) and data[i] == 0xFF:
@@ -54,7 +55,10 @@ def _segments(data: bytes):
 
 
 def _frame(data: bytes) -> tuple[int, int, int, int] | None:
-    """(SOF offset, scan start, height, MCU height) of a one-scan sequential JPEG, one restart per MCU row; else None."""
+    """(SOF offset, scan start, height, MCU height) of a one-scan sequential JPEG, one restart per MCU row.
+
+    None for any other JPEG.
+    """
     sof = scan = None
     restart = 0
     for marker, at, length in _segments(data):
@@ -111,7 +115,10 @@ def has_row_index(data: memoryview | bytes) -> bool:
 
 
 def row_index(data: bytes) -> Rows | None:
-    """The MCU-row layout from a JPEG's APP15 row index (written at shard time), checked against its markers; else None."""
+    """The MCU-row layout from a JPEG's APP15 row index (written at shard time), checked against its markers.
+
+    None without a valid index.
+    """
     if not has_row_index(data):
         return None
     frame = _frame(data)

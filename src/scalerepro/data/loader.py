@@ -30,10 +30,12 @@ import math
 import signal
 import sys
 from collections import deque
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 import torch
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
@@ -80,9 +82,11 @@ class ShardDataset:
         if self._readers is None:
             missing = [e["file"] for e in self._entries if not (self.folder / e["file"]).is_file()]
             if missing:
-                raise UserError(f"{self.folder} lacks staged shard(s) {', '.join(missing[:3])}; "
-                                "run `scalerepro stage` inside this allocation first")
-            self._readers = dict(zip(self.shards, open_shards(self.folder, self._entries)))
+                raise UserError(
+                    f"{self.folder} lacks staged shard(s) {', '.join(missing[:3])}; "
+                    "run `scalerepro stage` inside this allocation first"
+                )
+            self._readers = dict(zip(self.shards, open_shards(self.folder, self._entries), strict=True))
         return self._readers
 
     @property
@@ -90,7 +94,7 @@ class ShardDataset:
         """Samples in the whole split (all nodes)."""
         return int(self.starts[-1])
 
-    def local_ids(self) -> np.ndarray:
+    def local_ids(self) -> npt.NDArray[np.int64]:
         """Global ids of the samples on this node, ascending."""
         return np.concatenate([np.arange(self.starts[k], self.starts[k + 1]) for k in self.shards])
 
@@ -99,43 +103,47 @@ class ShardDataset:
         k = int(np.searchsorted(self.starts, sample, side="right") - 1)
         return self.readers[k].record(sample - int(self.starts[k]))
 
-    def labels(self, ids: np.ndarray) -> np.ndarray:
+    def labels(self, ids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """Labels of the given global ids."""
         return np.array([self.record(int(i))[1] for i in ids], dtype=np.int64)
 
 
-def epoch_indices(counts: np.ndarray, layout: Layout, seed: int, epoch: int) -> np.ndarray:
+def epoch_indices(counts: npt.NDArray[np.int64], layout: Layout, seed: int, epoch: int) -> npt.NDArray[np.int64]:
     """This rank's global sample ids for ``epoch``: its node's part of one permutation of all samples."""
     per_rank = samples_per_rank(counts, layout)
     starts = np.concatenate([[0], np.cumsum(counts)])
     order = np.random.default_rng([seed, epoch]).permutation(int(starts[-1]))
     node_of = (np.searchsorted(starts, order, side="right") - 1) % layout.nodes
-    return order[node_of == layout.node][layout.local_rank::layout.local_size][:per_rank]
+    mine: npt.NDArray[np.bool_] = node_of == layout.node
+    return order[mine][layout.local_rank :: layout.local_size][:per_rank]
 
 
-def samples_per_rank(counts: np.ndarray, layout: Layout) -> int:
+def samples_per_rank(counts: npt.NDArray[np.int64], layout: Layout) -> int:
     """Samples every rank takes per epoch: the least any node's ranks can share equally."""
     if len(counts) % layout.nodes:
-        raise UserError(f"{len(counts)} training shards do not divide evenly over {layout.nodes} nodes, so some "
-                        "samples would be left out of every epoch; set shard.train_shards to a multiple of the node count")
+        raise UserError(
+            f"{len(counts)} training shards do not divide evenly over {layout.nodes} nodes, so some "
+            "samples would be left out of every epoch; set shard.train_shards to a multiple of the node count"
+        )
     per_node = [int(np.sum(counts[node_shards(len(counts), j, layout.nodes)])) for j in range(layout.nodes)]
-    return min(n // r for n, r in zip(per_node, layout.ranks_per_node))
+    return min(n // r for n, r in zip(per_node, layout.ranks_per_node, strict=True))
 
 
-def eval_indices(ids: np.ndarray, layout: Layout) -> np.ndarray:
+def eval_indices(ids: npt.NDArray[np.int64], layout: Layout) -> npt.NDArray[np.int64]:
     """This rank's share of its node's samples: every sample exactly once over the ranks (uneven allowed)."""
-    return ids[layout.local_rank::layout.local_size]
+    return ids[layout.local_rank :: layout.local_size]
 
 
 SCALE = torch.tensor([1 / (255.0 * s) for s in STD], dtype=torch.float32).view(3, 1, 1)
-SHIFT = torch.tensor([-m / s for m, s in zip(MEAN, STD)], dtype=torch.float32).view(3, 1, 1)
+SHIFT = torch.tensor([-m / s for m, s in zip(MEAN, STD, strict=True)], dtype=torch.float32).view(3, 1, 1)
 
 
 def batch_tensor(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
     """An uninitialised tensor; in a loader worker, in shared memory (as default_collate does), so no copy follows."""
     if get_worker_info() is None:
         return torch.empty(shape, dtype=dtype)
-    storage = torch.empty(0, dtype=dtype)._typed_storage()._new_shared(math.prod(shape))
+    empty: Any = torch.empty(0, dtype=dtype)  # torch's private storage API (_typed_storage, _new_shared) is untyped
+    storage = empty._typed_storage()._new_shared(math.prod(shape))
     return torch.empty(0, dtype=dtype).new(storage).view(shape)
 
 
@@ -161,7 +169,9 @@ class BatchPool:
 
     def __init__(self, slots: int, shape: tuple[int, ...], shared: bool = True) -> None:
         """``slots`` buffers of ``shape`` float32, none filled yet; in shared memory if worker processes fill them."""
-        share = (lambda t: t.share_memory_()) if shared else (lambda t: t)
+        share: Callable[[torch.Tensor], torch.Tensor] = (
+            (lambda t: t.share_memory_()) if shared else (lambda t: t)  # type: ignore[no-untyped-call]  # torch leaves share_memory_ unannotated
+        )
         self.buffers = [share(torch.empty(shape, dtype=torch.float32)) for _ in range(slots)]
         self.released = share(torch.arange(-slots, 0, dtype=torch.int64))
         self.refs = [storage_refs(b) for b in self.buffers]
@@ -178,9 +188,11 @@ class BatchPool:
         if slot < 0:
             return
         if storage_refs(self.buffers[slot]) != self.refs[slot]:
-            raise RuntimeError(f"batch {b}'s images are still referenced two batches later, but the loader reuses "
-                               "its buffers (a batch is valid until the one after next is drawn); clone() what "
-                               "you keep")
+            raise RuntimeError(
+                f"batch {b}'s images are still referenced two batches later, but the loader reuses "
+                "its buffers (a batch is valid until the one after next is drawn); clone() what "
+                "you keep"
+            )
         self.released[slot] = b
 
 
@@ -189,16 +201,23 @@ class Filled(NamedTuple):
 
     slot: int
     images: torch.Tensor | None
-    count: int
+    rows: int  # how many of the buffer's rows hold this batch's images
     labels: torch.Tensor
     ids: torch.Tensor
 
 
-class BatchDataset(Dataset):
+class BatchDataset(Dataset[Filled]):
     """Item b is batch b, decoded and normalised into the pool by whichever worker draws it."""
 
-    def __init__(self, data: ShardDataset, batches: list[np.ndarray], pipeline: Pipeline, pool: BatchPool,
-                 seed: int, epoch: int) -> None:
+    def __init__(
+        self,
+        data: ShardDataset,
+        batches: list[npt.NDArray[np.int64]],
+        pipeline: Pipeline,
+        pool: BatchPool,
+        seed: int,
+        epoch: int,
+    ) -> None:
         """Batches of global ids, the per-image pipeline, the buffers and the (seed, epoch) randomness derives from."""
         self.data, self.batches, self.pipeline, self.pool = data, batches, pipeline, pool
         self.seed, self.epoch = seed, epoch
@@ -215,14 +234,22 @@ class BatchDataset(Dataset):
         for j, sample in enumerate(ids):
             data, labels[j] = self.data.record(int(sample))
             normalise_into(images[j], self.pipeline(data, np.random.default_rng([self.seed, self.epoch, int(sample)])))
-        return Filled(slot, None if slot >= 0 else images, len(ids), torch.from_numpy(labels),
-                      torch.from_numpy(np.asarray(ids, dtype=np.int64)))
+        return Filled(
+            slot,
+            None if slot >= 0 else images,
+            len(ids),
+            torch.from_numpy(labels),
+            torch.from_numpy(np.asarray(ids, dtype=np.int64)),
+        )
 
 
 class Batches:
-    """The batches of one pass, in order, as views of the pool's buffers; each is valid until the one after next is drawn."""
+    """The batches of one pass, in order, as views of the pool's buffers.
 
-    def __init__(self, loader: DataLoader, pool: BatchPool) -> None:
+    Each is valid until the one after next is drawn.
+    """
+
+    def __init__(self, loader: DataLoader[Filled], pool: BatchPool) -> None:
         """Wrap a DataLoader over a :class:`BatchDataset` filling ``pool``."""
         self.loader, self.pool = loader, pool
         self.unpooled = 0  # batches of the last pass that were built outside the pool
@@ -242,17 +269,28 @@ class Batches:
             held.append((b, filled.slot))
             self.unpooled += filled.slot < 0
             images = filled.images if filled.slot < 0 else self.pool.buffers[filled.slot]
-            yield Batch(images[: filled.count], filled.labels, filled.ids)
+            yield Batch(images[: filled.rows], filled.labels, filled.ids)
 
 
-def split_batches(ids: np.ndarray, batch: int, drop_last: bool) -> list[np.ndarray]:
+def split_batches(ids: npt.NDArray[np.int64], batch: int, drop_last: bool) -> list[npt.NDArray[np.int64]]:
     """Consecutive batches of ``batch`` ids; the short tail is kept unless ``drop_last``."""
     cut = len(ids) - len(ids) % batch if drop_last else len(ids)
     return [ids[i : i + batch] for i in range(0, cut, batch)]
 
 
-def batches(data: ShardDataset, ids: np.ndarray, batch: int, pipeline: Pipeline, size: int, *,
-            seed: int, epoch: int, workers: int, drop_last: bool, prefetch: int = 2) -> Batches:
+def batches(
+    data: ShardDataset,
+    ids: npt.NDArray[np.int64],
+    batch: int,
+    pipeline: Pipeline,
+    size: int,
+    *,
+    seed: int,
+    epoch: int,
+    workers: int,
+    drop_last: bool,
+    prefetch: int = 2,
+) -> Batches:
     """Batches of ``ids`` in order (shuffling is :func:`epoch_indices`'s), built in ``workers`` processes.
 
     A batch is valid until the one after next is drawn (its buffer is then
@@ -261,13 +299,19 @@ def batches(data: ShardDataset, ids: np.ndarray, batch: int, pipeline: Pipeline,
     extra: dict[str, Any] = {"prefetch_factor": prefetch, "worker_init_fn": _init_worker} if workers else {}
     chunks = split_batches(ids, batch, drop_last)
     pool = BatchPool(workers * prefetch + 2, (min(batch, len(ids)) or 1, 3, size, size), shared=workers > 0)
-    loader = DataLoader(BatchDataset(data, chunks, pipeline, pool, seed, epoch), batch_size=None, shuffle=False,
-                        num_workers=workers, **extra)
+    loader = DataLoader(
+        BatchDataset(data, chunks, pipeline, pool, seed, epoch),
+        batch_size=None,
+        shuffle=False,
+        num_workers=workers,
+        **extra,
+    )
     return Batches(loader, pool)
 
 
-def _init_worker(worker_id: int) -> None:
-    """A worker normalises with one torch thread (the workers are the parallelism), ignores stop signals, dies with its rank.
+def _init_worker(_worker_id: int) -> None:
+    """A worker normalises with one torch thread (the workers are the parallelism), ignores stop signals and
+    dies with its rank.
 
     SLURM signals every process of a job step; the training process turns SIGTERM/SIGUSR1 into a
     checkpoint, and its workers must live until it has written it (they exit with it). If the rank

@@ -19,9 +19,11 @@ from __future__ import annotations
 import statistics
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import psutil
 import torch
@@ -52,8 +54,17 @@ class LoaderBenchSpec:
 
 def bench_dataset(work: Path, images: int, seed: int) -> Path:
     """The benchmark's JPEG folder (10 classes, 400-500 px, quality 90), generated unless already there."""
-    spec = SynthSpec(name=f"loaderbench-{images}", seed=seed, classes=10, train_per_class=max(1, images // 10),
-                     val_per_class=1, min_size=400, max_size=500, quirks_per_kind=0, quality=90)
+    spec = SynthSpec(
+        name=f"loaderbench-{images}",
+        seed=seed,
+        classes=10,
+        train_per_class=max(1, images // 10),
+        val_per_class=1,
+        min_size=400,
+        max_size=500,
+        quirks_per_kind=0,
+        quality=90,
+    )
     folder = work / spec.name
     if not (folder / "dataset.json").is_file():
         generate(spec, work)
@@ -111,24 +122,41 @@ def torchvision_loader(dataset: Path, spec: LoaderBenchSpec, workers: int, epoch
     """The reference: ImageFolder + the standard ImageNet training transform + DataLoader."""
     from torchvision import datasets, transforms
 
-    transform = transforms.Compose([
-        transforms.RandomResizedCrop(spec.size, scale=spec.scale),
-        transforms.RandomHorizontalFlip(),
-        transforms.ToTensor(),
-        transforms.Normalize(MEAN, STD),
-    ])
+    transform = transforms.Compose(
+        [
+            transforms.RandomResizedCrop(spec.size, scale=spec.scale),
+            transforms.RandomHorizontalFlip(),
+            transforms.ToTensor(),
+            transforms.Normalize(MEAN, STD),
+        ]
+    )
     folder = datasets.ImageFolder(str(dataset / "train"), transform=transform)
-    extra = {"prefetch_factor": 2} if workers else {}
-    return torch.utils.data.DataLoader(folder, batch_size=spec.batch, shuffle=True, num_workers=workers,
-                                       generator=torch.Generator().manual_seed(spec.seed + epoch), **extra)
+    extra: dict[str, Any] = {"prefetch_factor": 2} if workers else {}
+    return torch.utils.data.DataLoader(
+        folder,
+        batch_size=spec.batch,
+        shuffle=True,
+        num_workers=workers,
+        generator=torch.Generator().manual_seed(spec.seed + epoch),
+        **extra,
+    )
 
 
 def shard_loader(staged: Path, spec: LoaderBenchSpec, workers: int, epoch: int) -> Iterable[Any]:
     """Ours: staged shards, per-epoch shuffle, fused decode-and-crop, whole batches built in workers."""
     data = ShardDataset(staged)
     ids = epoch_indices(data.counts, Layout(), spec.seed, epoch)
-    return batches(data, ids, spec.batch, TrainPipeline(spec.size, spec.scale), spec.size, seed=spec.seed,
-                   epoch=epoch, workers=workers, drop_last=False)
+    return batches(
+        data,
+        ids,
+        spec.batch,
+        TrainPipeline(spec.size, spec.scale),
+        spec.size,
+        seed=spec.seed,
+        epoch=epoch,
+        workers=workers,
+        drop_last=False,
+    )
 
 
 def measure(make: Callable[[], Iterable[Any]], pss: bool = False) -> dict[str, float]:
@@ -145,28 +173,36 @@ def measure(make: Callable[[], Iterable[Any]], pss: bool = False) -> dict[str, f
     end = time.perf_counter()
     peaks = memory.stop()
     steady = end - (first_at or end)
-    return {"images_per_s": images / steady if steady > 0 else 0.0, "startup_s": (first_at or end) - t0,
-            "seconds": end - t0, **peaks}
+    return {
+        "images_per_s": images / steady if steady > 0 else 0.0,
+        "startup_s": (first_at or end) - t0,
+        "seconds": end - t0,
+        **peaks,
+    }
 
 
-def run(spec: LoaderBenchSpec, dataset: Path, staged: Path,
-        progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+def run(
+    spec: LoaderBenchSpec, dataset: Path, staged: Path, progress: Callable[[str], None] | None = None
+) -> list[dict[str, Any]]:
     """Every (workers, repetition, loader) timed pass, loaders alternating first within a repetition, then
     one memory pass per (workers, loader)."""
-    makers = {"shards": lambda w, e: shard_loader(staged, spec, w, e),
-              "torchvision": lambda w, e: torchvision_loader(dataset, spec, w, e)}
+    makers = {
+        "shards": lambda w, e: shard_loader(staged, spec, w, e),
+        "torchvision": lambda w, e: torchvision_loader(dataset, spec, w, e),
+    }
     rows = []
     for workers in spec.workers:
         for rep in range(spec.reps):
             order = LOADERS if rep % 2 == 0 else LOADERS[::-1]
             for loader in order:
-                result = measure(lambda: makers[loader](workers, rep))
+                result = measure(partial(makers[loader], workers, rep))
                 rows.append({"loader": loader, "workers": workers, "rep": rep, "pass": "timed", **result})
                 if progress:
-                    progress(f"workers={workers} rep={rep + 1}/{spec.reps} {loader}: "
-                             f"{result['images_per_s']:.1f} images/s")
+                    progress(
+                        f"workers={workers} rep={rep + 1}/{spec.reps} {loader}: {result['images_per_s']:.1f} images/s"
+                    )
         for loader in LOADERS:
-            result = measure(lambda: makers[loader](workers, spec.reps), pss=True)
+            result = measure(partial(makers[loader], workers, spec.reps), pss=True)
             rows.append({"loader": loader, "workers": workers, "rep": spec.reps, "pass": "memory", **result})
             if progress:
                 progress(f"workers={workers} memory pass {loader}: peak PSS {result['peak_pss_mib']:.0f} MiB")
@@ -182,22 +218,36 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             mine = [r for r in rows if r["workers"] == workers and r["loader"] == loader]
             timed = [r for r in mine if r["pass"] == "timed"]
             memory = [r for r in mine if r["pass"] == "memory"]
-            med[loader] = {**{k: statistics.median(r[k] for r in timed) for k in ("images_per_s", "startup_s")},
-                           **{k: statistics.median(r[k] for r in memory) for k in ("peak_rss_mib", "peak_pss_mib")}}
+            med[loader] = {
+                **{k: statistics.median(r[k] for r in timed) for k in ("images_per_s", "startup_s")},
+                **{k: statistics.median(r[k] for r in memory) for k in ("peak_rss_mib", "peak_pss_mib")},
+            }
         for loader in LOADERS:
             m = med[loader]
-            out.append({"workers": workers, "loader": loader, **m,
-                        "images_per_s_per_worker": m["images_per_s"] / max(1, workers),
-                        "ratio_vs_torchvision": m["images_per_s"] / med["torchvision"]["images_per_s"]})
+            out.append(
+                {
+                    "workers": workers,
+                    "loader": loader,
+                    **m,
+                    "images_per_s_per_worker": m["images_per_s"] / max(1, workers),
+                    "ratio_vs_torchvision": m["images_per_s"] / med["torchvision"]["images_per_s"],
+                }
+            )
     return out
 
 
 def format_summary(summary: list[dict[str, Any]]) -> str:
     """The table for people."""
-    lines = [f"{'workers':>7} {'loader':>12} {'images/s':>9} {'per worker':>10} {'vs tv':>6} "
-             f"{'startup s':>9} {'peak RSS MiB':>12} {'peak PSS MiB':>12}"]
-    for r in summary:
-        lines.append(f"{r['workers']:>7} {r['loader']:>12} {r['images_per_s']:>9.1f} {r['images_per_s_per_worker']:>10.1f} "
-                     f"{r['ratio_vs_torchvision']:>5.2f}x {r['startup_s']:>9.2f} {r['peak_rss_mib']:>12.0f} "
-                     f"{r['peak_pss_mib']:>12.0f}")
+    lines = [
+        (
+            f"{'workers':>7} {'loader':>12} {'images/s':>9} {'per worker':>10} {'vs tv':>6} "
+            f"{'startup s':>9} {'peak RSS MiB':>12} {'peak PSS MiB':>12}"
+        )
+    ]
+    lines.extend(
+        f"{r['workers']:>7} {r['loader']:>12} {r['images_per_s']:>9.1f} {r['images_per_s_per_worker']:>10.1f} "
+        f"{r['ratio_vs_torchvision']:>5.2f}x {r['startup_s']:>9.2f} {r['peak_rss_mib']:>12.0f} "
+        f"{r['peak_pss_mib']:>12.0f}"
+        for r in summary
+    )
     return "\n".join(lines)

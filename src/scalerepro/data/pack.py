@@ -25,10 +25,11 @@ import hashlib
 import io
 import json
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
@@ -93,7 +94,9 @@ def list_samples(root: Path, split: str, classes: list[dict[str, Any]]) -> list[
         return _flat_samples(root, folder, known)
     stray = sorted(p.name for p in folder.iterdir() if p.is_dir() and p.name not in known)
     if stray:
-        raise UserError(f"{folder} has class folders not in train/: {', '.join(stray[:5])}; the splits must share classes")
+        raise UserError(
+            f"{folder} has class folders not in train/: {', '.join(stray[:5])}; the splits must share classes"
+        )
     samples: list[Sample] = []
     for wnid, label in known.items():
         class_dir = folder / wnid
@@ -108,7 +111,7 @@ def list_samples(root: Path, split: str, classes: list[dict[str, Any]]) -> list[
 def read_solution(path: Path) -> dict[str, str]:
     """ImageId -> wnid from an ILSVRC ``LOC_val_solution.csv`` (first synset of each PredictionString)."""
     labels: dict[str, str] = {}
-    with open(path, newline="") as fh:
+    with path.open(newline="") as fh:
         reader = csv.reader(fh)
         header = next(reader, None)
         if header != ["ImageId", "PredictionString"]:
@@ -124,8 +127,10 @@ def _flat_samples(root: Path, folder: Path, known: dict[str, int]) -> list[Sampl
     """A flat split folder, labelled by ``LOC_val_solution.csv`` in ``root`` (beside ``train/``)."""
     solution = root / SOLUTION
     if not solution.is_file():
-        raise UserError(f"{folder} holds images but no class folders; put {SOLUTION} (ImageId,PredictionString) "
-                        f"in {root}, or sort the images into {folder}/<wnid>/")
+        raise UserError(
+            f"{folder} holds images but no class folders; put {SOLUTION} (ImageId,PredictionString) "
+            f"in {root}, or sort the images into {folder}/<wnid>/"
+        )
     labels = read_solution(solution)
     samples = []
     for p in sorted(q for q in folder.iterdir() if q.is_file() and q.suffix.lower() in IMAGE_SUFFIXES):
@@ -227,8 +232,9 @@ class _Packer:
     Pillow, hashlib and the jpegtran process release the GIL), tallying the source hash, conversions and skips.
     A finished shard's record lets a retry keep it (:meth:`kept`)."""
 
-    def __init__(self, root: Path, total: int, skip_bad: bool, threads: int,
-                 progress: Callable[[int, int], None] | None) -> None:
+    def __init__(
+        self, root: Path, total: int, skip_bad: bool, threads: int, progress: Callable[[int, int], None] | None
+    ) -> None:
         """Start empty tallies."""
         self.root, self.total, self.skip_bad, self.threads, self.progress = root, total, skip_bad, threads, progress
         self.source = hashlib.sha256()
@@ -268,7 +274,10 @@ class _Packer:
         """Write one shard from ``part`` (in order, prepared on ``pool``) and its record; return its manifest entry."""
         t0 = time.perf_counter()
         writer = ShardWriter(path)
-        lines, counts, skipped, indexed, raw_bytes = [], {}, [], 0, 0
+        lines: list[str] = []
+        counts: dict[str, int] = {}
+        skipped: list[dict[str, str]] = []
+        indexed, raw_bytes = 0, 0
         try:
             for item in pool.map(self._prepare, part):
                 self._tick()
@@ -276,8 +285,10 @@ class _Packer:
                 raw_bytes += item.size
                 if item.bad:
                     if not self.skip_bad:
-                        raise UserError(f"{item.bad}; fix or remove the file, or pass --skip-bad to leave it out "
-                                        "(listed in the manifest)")
+                        raise UserError(
+                            f"{item.bad}; fix or remove the file, or pass --skip-bad to leave it out "
+                            "(listed in the manifest)"
+                        )
                     skipped.append({"path": item.sample.relpath, "reason": item.bad})
                     continue
                 counts[item.how] = counts.get(item.how, 0) + 1
@@ -287,8 +298,15 @@ class _Packer:
             writer.abort()
             raise
         entry = writer.close()
-        done = {"plan": plan, "sources": _stat_digest(self.root, part), "entry": entry, "lines": "".join(lines),
-                "converted": counts, "skipped": skipped, "row_indexed": indexed}
+        done = {
+            "plan": plan,
+            "sources": _stat_digest(self.root, part),
+            "entry": entry,
+            "lines": "".join(lines),
+            "converted": counts,
+            "skipped": skipped,
+            "row_indexed": indexed,
+        }
         write_json_atomic(_done_path(path), done)
         self.packed_images += len(part)
         self.packed_bytes += raw_bytes
@@ -303,9 +321,13 @@ class _Packer:
         except (OSError, ValueError):
             return None
         entry = done.get("entry") or {}
-        if done.get("plan") != plan or done.get("sources") != _stat_digest(self.root, part) \
-                or not path.is_file() or path.stat().st_size != entry.get("bytes") \
-                or sha256_file(path) != entry.get("sha256"):
+        if (
+            done.get("plan") != plan
+            or done.get("sources") != _stat_digest(self.root, part)
+            or not path.is_file()
+            or path.stat().st_size != entry.get("bytes")
+            or sha256_file(path) != entry.get("sha256")
+        ):
             return None
         for _ in part:
             self._tick()
@@ -331,13 +353,22 @@ class _Packer:
         bytes_per_cpu = self.packed_bytes / self.packing_s / self.threads
         by_images = IMAGENET_TRAIN["images"] / (per_cpu * PROJECTION_CPUS)
         by_bytes = IMAGENET_TRAIN["bytes"] / (bytes_per_cpu * PROJECTION_CPUS)
-        return {"threads": self.threads, "images": self.packed_images, "bytes": self.packed_bytes,
-                "seconds": round(self.packing_s, 3), "images_per_s_per_cpu": round(per_cpu, 2),
-                "mb_per_s_per_cpu": round(bytes_per_cpu / 1e6, 3),
-                "projection": {"images": IMAGENET_TRAIN["images"], "bytes": IMAGENET_TRAIN["bytes"],
-                               "cpus": PROJECTION_CPUS, "minutes_by_images": round(by_images / 60, 1),
-                               "minutes_by_bytes": round(by_bytes / 60, 1),
-                               "minutes": round(max(by_images, by_bytes) / 60, 1)}}
+        return {
+            "threads": self.threads,
+            "images": self.packed_images,
+            "bytes": self.packed_bytes,
+            "seconds": round(self.packing_s, 3),
+            "images_per_s_per_cpu": round(per_cpu, 2),
+            "mb_per_s_per_cpu": round(bytes_per_cpu / 1e6, 3),
+            "projection": {
+                "images": IMAGENET_TRAIN["images"],
+                "bytes": IMAGENET_TRAIN["bytes"],
+                "cpus": PROJECTION_CPUS,
+                "minutes_by_images": round(by_images / 60, 1),
+                "minutes_by_bytes": round(by_bytes / 60, 1),
+                "minutes": round(max(by_images, by_bytes) / 60, 1),
+            },
+        }
 
 
 def shard_split(
@@ -390,8 +421,10 @@ def describe_rate(rate: dict[str, Any]) -> str:
     if "projection" not in rate:
         return "rate: nothing packed in this attempt (every shard kept from an earlier one)"
     p = rate["projection"]
-    return (f"rate: {rate['images_per_s_per_cpu']:.1f} images/s and {rate['mb_per_s_per_cpu']:.2f} MB/s of source "
-            f"per CPU ({rate['images']} images on {rate['threads']} threads in {rate['seconds']:.1f} s); projected for "
-            f"ILSVRC-2012 train ({p['images']:,} images, {p['bytes'] / 1e9:.0f} GB) on {p['cpus']} CPUs: "
-            f"{p['minutes_by_images']:.0f} min by image count, {p['minutes_by_bytes']:.0f} min by bytes "
-            f"(set cluster.shard_runtime_min above the larger)")
+    return (
+        f"rate: {rate['images_per_s_per_cpu']:.1f} images/s and {rate['mb_per_s_per_cpu']:.2f} MB/s of source "
+        f"per CPU ({rate['images']} images on {rate['threads']} threads in {rate['seconds']:.1f} s); projected for "
+        f"ILSVRC-2012 train ({p['images']:,} images, {p['bytes'] / 1e9:.0f} GB) on {p['cpus']} CPUs: "
+        f"{p['minutes_by_images']:.0f} min by image count, {p['minutes_by_bytes']:.0f} min by bytes "
+        f"(set cluster.shard_runtime_min above the larger)"
+    )

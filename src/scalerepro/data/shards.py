@@ -19,11 +19,13 @@ import json
 import mmap
 import os
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable
+from typing import Any, BinaryIO
 
 import numpy as np
+import numpy.typing as npt
 
 from scalerepro.errors import UserError
 
@@ -46,7 +48,7 @@ class ShardWriter:
         """Open ``path`` + '.partial' for writing."""
         self.path = path
         self._tmp = path.with_name(path.name + ".partial")
-        self._fh: BinaryIO = open(self._tmp, "wb")
+        self._fh: BinaryIO = self._tmp.open("wb")  # stays open across add(); close() or abort() closes it
         self._hash = hashlib.sha256()
         self._index: list[tuple[int, int, int]] = []
         self._names: list[str] = []
@@ -74,8 +76,13 @@ class ShardWriter:
         self._fh.flush()
         os.fsync(self._fh.fileno())
         self._fh.close()
-        os.replace(self._tmp, self.path)
-        return {"file": self.path.name, "sha256": self._hash.hexdigest(), "bytes": self._pos, "samples": len(self._index)}
+        self._tmp.replace(self.path)
+        return {
+            "file": self.path.name,
+            "sha256": self._hash.hexdigest(),
+            "bytes": self._pos,
+            "samples": len(self._index),
+        }
 
     def abort(self) -> None:
         """Drop the partial file."""
@@ -91,7 +98,7 @@ class ShardReader:
 
     def __post_init__(self) -> None:
         """Map the file and parse its footer and index."""
-        with open(self.path, "rb") as fh:
+        with self.path.open("rb") as fh:
             try:
                 self._map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
             except ValueError:
@@ -118,7 +125,7 @@ class ShardReader:
         lo, hi = self._names_span
         return self._map[lo:hi].decode().split("\n") if hi > lo else []
 
-    def labels(self) -> np.ndarray:
+    def labels(self) -> npt.NDArray[np.int64]:
         """Labels of all records."""
         return self.index["label"].astype(np.int64)
 
@@ -126,7 +133,7 @@ class ShardReader:
 def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
     """Hex sha256 of a file, read in chunks."""
     h = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with path.open("rb") as fh:
         while block := fh.read(chunk):
             h.update(block)
     return h.hexdigest()
@@ -138,7 +145,7 @@ def read_manifest(folder: Path) -> dict[str, Any]:
     if not path.is_file():
         raise UserError(f"no {MANIFEST} in {folder}; run `scalerepro shard` to create the shards first")
     try:
-        manifest = json.loads(path.read_text())
+        manifest: dict[str, Any] = json.loads(path.read_text())
     except json.JSONDecodeError as exc:
         raise UserError(f"{path} is not valid JSON ({exc}); re-run `scalerepro shard`") from None
     if manifest.get("format") != FORMAT:
@@ -154,6 +161,8 @@ def open_shards(folder: Path, entries: Iterable[dict[str, Any]]) -> list[ShardRe
 def node_shards(shards: int, node: int, nodes: int) -> list[int]:
     """Shard numbers a node holds: k with k mod nodes == node."""
     if shards < nodes:
-        raise UserError(f"{shards} shards cannot be spread over {nodes} nodes; "
-                        "set shard.train_shards and shard.val_shards to at least the node count")
+        raise UserError(
+            f"{shards} shards cannot be spread over {nodes} nodes; "
+            "set shard.train_shards and shard.val_shards to at least the node count"
+        )
     return list(range(node, shards, nodes))

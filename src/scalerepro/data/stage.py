@@ -31,7 +31,7 @@ from scalerepro.mpi import agree, node_layout, this_node
 
 def node_root(root: str, node: str) -> Path:
     """A node's own folder under ``stage.root``: ``<root>/<node>`` (two SLURM nodes on one host share its memory)."""
-    expanded = os.path.expandvars(os.path.expanduser(root))
+    expanded = os.path.expandvars(Path(root).expanduser())
     if "$" in expanded:
         raise UserError(f"stage.root {root!r} names an unset environment variable; set it or choose another folder")
     return Path(expanded) / node
@@ -39,7 +39,8 @@ def node_root(root: str, node: str) -> Path:
 
 def staged_folder(root: str, manifest: dict[str, Any], node: str) -> Path:
     """Where a split's shards live on ``node``: ``<root>/<node>/<dataset>-<source hash>/<split>``."""
-    return node_root(root, node) / f"{manifest['dataset']}-{manifest['source']['sha256'][:12]}" / manifest["split"]
+    split: str = manifest["split"]
+    return node_root(root, node) / f"{manifest['dataset']}-{manifest['source']['sha256'][:12]}" / split
 
 
 def _verified(path: Path, entry: dict[str, Any]) -> bool:
@@ -55,8 +56,10 @@ def _record_path(path: Path) -> Path:
 def _record(path: Path, entry: dict[str, Any]) -> None:
     """Note that ``path`` was verified against ``entry``: its sha256, size, modification time and inode."""
     st = path.stat()
-    write_json_atomic(_record_path(path), {"sha256": entry["sha256"], "bytes": st.st_size, "mtime_ns": st.st_mtime_ns,
-                                           "inode": st.st_ino})
+    write_json_atomic(
+        _record_path(path),
+        {"sha256": entry["sha256"], "bytes": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino},
+    )
 
 
 def _trusted(path: Path, entry: dict[str, Any]) -> bool:
@@ -70,8 +73,10 @@ def _trusted(path: Path, entry: dict[str, Any]) -> bool:
         noted = json.loads(_record_path(path).read_text())
     except (OSError, ValueError):
         noted = {}
-    if noted == {"sha256": entry["sha256"], "bytes": entry["bytes"], "mtime_ns": st.st_mtime_ns, "inode": st.st_ino} \
-            and st.st_size == entry["bytes"]:
+    if (
+        noted == {"sha256": entry["sha256"], "bytes": entry["bytes"], "mtime_ns": st.st_mtime_ns, "inode": st.st_ino}
+        and st.st_size == entry["bytes"]
+    ):
         return True
     if not _verified(path, entry):
         return False
@@ -119,13 +124,17 @@ def _check_sources(shard_dir: Path, entries: list[dict[str, Any]]) -> None:
     """Before any copy: every shard to copy exists with its manifest size (else name them and the fix)."""
     absent = [e["file"] for e in entries if not (shard_dir / e["file"]).is_file()]
     if absent:
-        raise UserError(f"{shard_dir}: {len(absent)} shard(s) listed in its {MANIFEST} are missing ({', '.join(absent[:5])}); "
-                        f"restore them or re-run `scalerepro shard`")
+        raise UserError(
+            f"{shard_dir}: {len(absent)} shard(s) listed in its {MANIFEST} are missing ({', '.join(absent[:5])}); "
+            f"restore them or re-run `scalerepro shard`"
+        )
     resized = [e["file"] for e in entries if (shard_dir / e["file"]).stat().st_size != e["bytes"]]
     if resized:
-        raise UserError(f"{shard_dir}: {len(resized)} of {len(entries)} shards differ in size from its {MANIFEST} "
-                        f"({', '.join(resized[:5])}): the manifest belongs to another dataset or the shards were "
-                        f"rewritten; re-run `scalerepro shard`")
+        raise UserError(
+            f"{shard_dir}: {len(resized)} of {len(entries)} shards differ in size from its {MANIFEST} "
+            f"({', '.join(resized[:5])}): the manifest belongs to another dataset or the shards were "
+            f"rewritten; re-run `scalerepro shard`"
+        )
 
 
 def copy_split(plan: Plan) -> dict[str, Any]:
@@ -139,10 +148,10 @@ def copy_split(plan: Plan) -> dict[str, Any]:
         if not _verified(tmp, entry):
             tmp.unlink(missing_ok=True)
             raise UserError(f"{src} does not match its manifest entry (sha256/size); re-run `scalerepro shard`")
-        os.replace(tmp, final)
+        tmp.replace(final)
         _record(final, entry)
     shutil.copyfile(plan.shard_dir / MANIFEST, plan.dest / f".{MANIFEST}.partial")
-    os.replace(plan.dest / f".{MANIFEST}.partial", plan.dest / MANIFEST)
+    (plan.dest / f".{MANIFEST}.partial").replace(plan.dest / MANIFEST)
     return {
         "split": plan.manifest["split"],
         "dest": str(plan.dest),
@@ -154,8 +163,9 @@ def copy_split(plan: Plan) -> dict[str, Any]:
     }
 
 
-def stage_splits(shard_dirs: list[Path], root: str, node: int = 0, nodes: int = 1,
-                 name: str = "local") -> list[dict[str, Any]]:
+def stage_splits(
+    shard_dirs: list[Path], root: str, node: int = 0, nodes: int = 1, name: str = "local"
+) -> list[dict[str, Any]]:
     """Stage this node's shards of every split; capacity for all of them is checked before any copy."""
     plans = [plan_split(d, root, node, nodes, name) for d in shard_dirs]
     check_capacity(plans[0].dest, sum(e["bytes"] for p in plans for e in p.missing))
@@ -202,7 +212,8 @@ def describe(record: dict[str, Any]) -> str:
     return "\n".join(
         f"{n['name']}: {s['split']} -> {s['dest']}: copied {s['copied']}, already there {s['already_present']}, "
         f"{s['seconds']:.2f} s"
-        for n in record["nodes"] for s in n["splits"]
+        for n in record["nodes"]
+        for s in n["splits"]
     )
 
 
@@ -221,9 +232,22 @@ def srun_clean(root: str, nodes: dict[str, list[str]], timeout_s: int = 600) -> 
     """Clean ``nodes`` (name -> dataset folders) with one srun task per node; a node SLURM cannot give within two
     minutes (down, or busy with another job) is reported, not waited for."""
     folders = sorted({f for fs in nodes.values() for f in fs})
-    cmd = ["srun", f"--nodelist={','.join(nodes)}", f"--nodes={len(nodes)}", "--ntasks-per-node=1",
-           "--immediate=120", "--time=10", "--job-name=scalerepro-clean-stage",
-           "scalerepro", "stage", "--clean", "--root", root, "--only", ",".join(folders)]
+    cmd = [
+        "srun",
+        f"--nodelist={','.join(nodes)}",
+        f"--nodes={len(nodes)}",
+        "--ntasks-per-node=1",
+        "--immediate=120",
+        "--time=10",
+        "--job-name=scalerepro-clean-stage",
+        "scalerepro",
+        "stage",
+        "--clean",
+        "--root",
+        root,
+        "--only",
+        ",".join(folders),
+    ]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -241,8 +265,9 @@ def clean_sweep(records: list[dict[str, Any]], keep: bool, launcher: str) -> dic
     for root, nodes in staged.items():
         if launcher.split()[:1] == ["srun"]:
             result = srun_clean(root, nodes)
-            (outcome["cleaned"] if result["ok"] else outcome["failed"]).append({"root": root, **result,
-                                                                                 "nodes": sorted(nodes)})
+            (outcome["cleaned"] if result["ok"] else outcome["failed"]).append(
+                {"root": root, **result, "nodes": sorted(nodes)}
+            )
             continue
         here = this_node()
         outcome["unreachable"] += [{"root": root, "node": name} for name in nodes if name != here]

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import shutil
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 from PIL import Image, ImageDraw
@@ -84,18 +83,25 @@ def _rng(spec: SynthSpec, split: str, cls: int, index: int) -> np.random.Generat
 
 def _colour(rng: np.random.Generator) -> tuple[int, int, int]:
     """A random RGB colour."""
-    return tuple(int(c) for c in rng.integers(0, 256, size=3))  # type: ignore[return-value]
+    r, g, b = (int(c) for c in rng.integers(0, 256, size=3))
+    return r, g, b
 
 
 def _contrasting(rng: np.random.Generator, other: tuple[int, int, int]) -> tuple[int, int, int]:
     """A random colour at least 120 away (L1 over channels / 3) from ``other``."""
     while True:
         c = _colour(rng)
-        if sum(abs(a - b) for a, b in zip(c, other)) >= 360:
+        if sum(abs(a - b) for a, b in zip(c, other, strict=True)) >= 360:
             return c
 
 
-def _draw_shape(draw: ImageDraw.ImageDraw, kind: int, box: tuple[int, int, int, int], fg: tuple, bg: tuple) -> None:
+def _draw_shape(
+    draw: ImageDraw.ImageDraw,
+    kind: int,
+    box: tuple[int, int, int, int],
+    fg: tuple[int, int, int],
+    bg: tuple[int, int, int],
+) -> None:
     """Draw shape ``kind`` (0..4) filling ``box``."""
     x0, y0, x1, y1 = box
     w = x1 - x0
@@ -116,7 +122,9 @@ def _draw_shape(draw: ImageDraw.ImageDraw, kind: int, box: tuple[int, int, int, 
         draw.ellipse((x0 + t, y0 + t, x1 - t, y1 - t), fill=bg)
 
 
-def _draw_texture(draw: ImageDraw.ImageDraw, kind: int, size: tuple[int, int], rng: np.random.Generator, fg: tuple) -> None:
+def _draw_texture(
+    draw: ImageDraw.ImageDraw, kind: int, size: tuple[int, int], rng: np.random.Generator, fg: tuple[int, int, int]
+) -> None:
     """Draw full-frame texture ``kind`` (5..9) over an image of ``size``."""
     w, h = size
     period = int(rng.integers(max(8, min(w, h) // 8), max(9, min(w, h) // 3)))
@@ -228,5 +236,5 @@ def generate(spec: SynthSpec, root: Path, progress: Callable[[int, int], None] |
     write_bytes_atomic(work / "dataset.json", (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode())
     if final.exists():
         shutil.rmtree(final)
-    os.replace(work, final)
+    work.replace(final)
     return final

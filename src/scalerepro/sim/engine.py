@@ -30,7 +30,7 @@ import sys
 import time
 from collections import defaultdict, deque
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, cast
 
 from scalerepro.comm.costmodel import UNPIPELINED, no_cyclic_gc, schedules
 from scalerepro.comm.schedule import Recv, Schedule, Send, Spec
@@ -79,7 +79,7 @@ class Point:
         return Spec(self.ranks, 0, self.nbytes // self.itemsize, self.itemsize, self.colors, UNPIPELINED, grid, nodes)
 
 
-def load_simgrid() -> Any:
+def load_simgrid() -> Any:  # python3-simgrid ships no type information: its module and objects are Any here
     """The simgrid module (Debian's, from its dist-packages if the venv lacks it); a one-line UserError if absent."""
     try:
         import simgrid
@@ -100,10 +100,10 @@ def _torus(sg: Any, dims: tuple[int, ...], platform: Platform) -> list[Any]:
     bytes is a transfer of n bytes from the chip to itself.
     """
 
-    def netpoint(zone: Any, coord: list[int], ident: int) -> tuple[Any, None]:
+    def netpoint(zone: Any, _coord: list[int], ident: int) -> tuple[Any, None]:
         return zone.create_host(f"rank{ident}", 1e12).seal().netpoint, None
 
-    def loopback(zone: Any, coord: list[int], ident: int) -> Any:
+    def loopback(zone: Any, _coord: list[int], ident: int) -> Any:
         return zone.create_link(f"rank{ident}.reduce", _reduce_rate(platform)).seal()
 
     sg.NetZone.create_torus_zone(
@@ -241,10 +241,10 @@ class _Driver:
 
     def _enter(self, u: int, out: _Started) -> None:
         """Unit u posts the messages of its current stage."""
-        (index, lane), k, r = self.lane[u], self.stage[u], self.rank[u]
+        (index, lane), k = self.lane[u], self.stage[u]
         if k >= len(lane):
             return
-        steps = lane[k]
+        steps = cast("tuple[Send | Recv, ...]", lane[k])  # schedules() expanded every AllReduce into sends and receives
         self.pending[u] = len(steps)
         self.reduced[u] = sum((s[2] - s[1]) * self.itemsize for s in steps if type(s) is Recv and s[3])
         if not steps:

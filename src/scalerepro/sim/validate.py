@@ -70,7 +70,7 @@ def measured(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return keep
 
 
-def points(rows: list[dict[str, Any]], platforms: dict[str, Platform]) -> list[Point]:
+def points(rows: list[dict[str, Any]], platforms: dict[tuple[str, str], Platform]) -> list[Point]:
     """One simulation per measured row, on the platform of its regime, with the schedule it ran."""
     out = []
     for r in rows:
@@ -105,7 +105,7 @@ def table(rows: list[dict[str, Any]], simulated: list[dict[str, Any]]) -> list[d
             "simulated_s": s["simulated_s"],
             "ratio": s["simulated_s"] / (r["time_us"] * 1e-6),
         }
-        for r, s in zip(rows, simulated)
+        for r, s in zip(rows, simulated, strict=True)
     ]
 
 

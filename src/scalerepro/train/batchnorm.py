@@ -25,7 +25,9 @@ from scalerepro.comm.context import Context
 class GroupReduce(Protocol):
     """Sums a small tensor in place over the ranks of one batch-norm group."""
 
-    size: int
+    @property
+    def size(self) -> int:
+        """How many ranks the group has."""
 
     def __call__(self, t: torch.Tensor) -> None:
         """In-place sum over the group."""
@@ -115,13 +117,20 @@ class DistributedBatchNorm2d(nn.BatchNorm2d):
         """Group statistics in training (running ones updated from them); running statistics in eval."""
         if not self.training or self.group.size == 1:
             return super().forward(x)
-        y, mean, var, count = _GroupBatchNorm.apply(x, self.weight, self.bias, self.eps, self.group)
+        out: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+        out = _GroupBatchNorm.apply(x, self.weight, self.bias, self.eps, self.group)
+        y, mean, var, count = out
+        tracked, running_mean, running_var = self.num_batches_tracked, self.running_mean, self.running_var
+        # __init__ keeps torch's default track_running_stats=True, so the buffers exist
+        assert tracked is not None
+        assert running_mean is not None
+        assert running_var is not None
         with torch.no_grad():
-            self.num_batches_tracked.add_(1)
-            m = self.momentum if self.momentum is not None else 1.0 / float(self.num_batches_tracked)
+            tracked.add_(1)
+            m = self.momentum if self.momentum is not None else 1.0 / float(tracked)
             n = count.to(var.dtype)
-            self.running_mean.mul_(1 - m).add_(mean.to(self.running_mean.dtype), alpha=m)
-            self.running_var.mul_(1 - m).add_((var * n / (n - 1).clamp(min=1)).to(self.running_var.dtype), alpha=m)
+            running_mean.mul_(1 - m).add_(mean.to(running_mean.dtype), alpha=m)
+            running_var.mul_(1 - m).add_((var * n / (n - 1).clamp(min=1)).to(running_var.dtype), alpha=m)
         return y
 
 

@@ -93,7 +93,7 @@ def _timed_steps(
     t0 = time.perf_counter()
     for i in range(n):
         step(*data[i % len(data)])
-    return comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+    return float(comm.allreduce(time.perf_counter() - t0, op=MPI.MAX))
 
 
 def run(cfg: Config, spec: TrainBenchSpec, comm: MPI.Intracomm, progress: Callable[[str], None]) -> dict[str, Any]:
@@ -114,7 +114,7 @@ def run(cfg: Config, spec: TrainBenchSpec, comm: MPI.Intracomm, progress: Callab
             comm_s.append(ours.step(x, y, lr=0.01).allreduce_s)
 
         sides = {"ours": our_step, peer: ddp_stepper(cfg, ctx, spec.classes, ours.device)}
-        for name, step in sides.items():
+        for step in sides.values():
             _timed_steps(step, data, spec.warmup, comm)
         for rep in range(spec.reps):
             order = list(sides) if rep % 2 == 0 else list(reversed(sides))
@@ -144,7 +144,7 @@ def summarise(rows: list[dict[str, Any]], spec: TrainBenchSpec, world: int) -> d
         "ours_images_per_s": rate,
         "ddp_images_per_s": peer,
         "ratio": rate / peer,
-        "ratios_per_rep": [a["images_per_s"] / b["images_per_s"] for a, b in zip(ours, ddp)],
+        "ratios_per_rep": [a["images_per_s"] / b["images_per_s"] for a, b in zip(ours, ddp, strict=True)],
         "allreduce_s_per_step": comm_s,
         "step_s": step_s,
         "allreduce_share": comm_s / step_s,
@@ -153,7 +153,7 @@ def summarise(rows: list[dict[str, Any]], spec: TrainBenchSpec, world: int) -> d
 
 def published_per_accelerator(path: Path, model: str) -> list[dict[str, Any]]:
     """Published images/s per accelerator for ``model`` from a baselines file (the entries that give a rate)."""
-    from scalerepro.analysis.analyze import load_baselines
+    from scalerepro.baselines import load_baselines
 
     frame = load_baselines(path)
     if "model" not in frame.columns:
@@ -180,7 +180,8 @@ def format_summary(s: dict[str, Any]) -> str:
             f"{s['peer']:<12}{s['ddp_images_per_s']:>12.1f}",
             f"ratio ours/ddp {s['ratio']:.3f} (per repetition: {', '.join(f'{r:.2f}' for r in s['ratios_per_rep'])})",
             (
-                f"our all-reduce per step {s['allreduce_s_per_step'] * 1e3:.2f} ms of a {s['step_s'] * 1e3:.1f} ms step "
+                f"our all-reduce per step {s['allreduce_s_per_step'] * 1e3:.2f} ms "
+                f"of a {s['step_s'] * 1e3:.1f} ms step "
                 f"({100 * s['allreduce_share']:.1f}%)"
             ),
         ]

@@ -72,7 +72,7 @@ class Buckets:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="scalerepro-allreduce")
         for i, group in enumerate(self.groups):
             for p in group:
-                p.register_post_accumulate_grad_hook(lambda _p, i=i: self._grad_ready(i))
+                p.register_post_accumulate_grad_hook(lambda _p, i=i: self._grad_ready(i))  # type: ignore[no-untyped-call]  # torch leaves this hook untyped
 
     def _reset(self) -> None:
         """A new step: every bucket waits for all its gradients."""

@@ -89,7 +89,7 @@ def load(
         state = _read_on_leader(path, node)
         buffers = state.pop("buffers_per_rank", None)
         ranks = node.gather(comm.rank, root=0)  # the node's world ranks, in node order
-        ours = node.scatter([buffers[r] for r in ranks] if node.rank == 0 else None, root=0)
+        ours = node.scatter(None if ranks is None else [buffers[r] for r in ranks], root=0)  # a list on the leader
         state = node.bcast(state, root=0)
     finally:
         node.Free()

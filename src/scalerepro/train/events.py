@@ -33,7 +33,8 @@ class EventLog:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             if resume:
                 self._carry_over()
-            self._fh = open(self.partial, "a" if resume else "w", buffering=1)
+            # Open for the whole run (not a with-block): finish() publishes it, close() abandons it.
+            self._fh = self.partial.open("a" if resume else "w", buffering=1)
 
     def _carry_over(self) -> None:
         """Earlier segments' events into the partial log, their run_stop renamed run_interrupted.
@@ -81,7 +82,7 @@ class EventLog:
         os.fsync(self._fh.fileno())
         self._fh.close()
         self._fh = None
-        os.replace(self.partial, self.path)
+        self.partial.replace(self.path)
 
     def close(self) -> None:
         """Close without publishing (the run failed); the .partial file stays."""
@@ -92,7 +93,7 @@ class EventLog:
 
 def read_events(path: Path) -> list[dict[str, Any]]:
     """All events of a log file; a last line cut short (the writer was killed, the disk filled) is dropped."""
-    with open(path) as fh:
+    with path.open() as fh:
         lines = [line for line in fh if line.strip()]
     events = []
     for number, line in enumerate(lines, 1):

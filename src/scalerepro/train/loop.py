@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
+from scalerepro import provenance
 from scalerepro.comm import allreduce
 from scalerepro.comm.context import Context
 from scalerepro.config import Config, TrainConfig
@@ -26,9 +27,8 @@ from scalerepro.data.augment import EvalPipeline, TrainPipeline
 from scalerepro.data.loader import ShardDataset, batches, epoch_indices, eval_indices, samples_per_rank
 from scalerepro.errors import UserError
 from scalerepro.io import write_json_atomic
-from scalerepro.mpi import hosts, node_comm, node_layout, node_table, on_root, processes
+from scalerepro.mpi import node_comm, node_layout, node_table, on_root, processes
 from scalerepro.oversubscription import usable_cpus
-from scalerepro.provenance import argv, scheduler, versions
 from scalerepro.train import checkpoint
 from scalerepro.train.checkpoint import Preempted, Progress, StopSignals
 from scalerepro.train.events import EventLog
@@ -133,9 +133,9 @@ class Session:
         self.trainer: Trainer = build_trainer(cfg, spec.algorithm, ctx, len(self.train_data.manifest["classes"]), stack)
         self.plan = allreduce_plan(self.trainer, spec.algorithm, ctx)
         self.meta = resume_key(spec, comm.size, self.train_data.manifest["source"]["sha256"])
-        self.progress = checkpoint.load(self.ckpt_path, self.trainer.model, self.trainer.opt, self.meta, comm)
-        self.resumed = self.progress is not None
-        self.progress = self.progress or Progress()
+        loaded = checkpoint.load(self.ckpt_path, self.trainer.model, self.trainer.opt, self.meta, comm)
+        self.resumed = loaded is not None
+        self.progress: Progress = loaded or Progress()
         self.t0 -= self.progress.elapsed_s
 
     @property
@@ -263,16 +263,13 @@ class Session:
         """The run record (run.json)."""
         spec, comm = self.spec, self.ctx.comm
         return {
+            **provenance.record(comm),
             "algorithm": spec.algorithm,
             "world_size": comm.size,
-            "hosts": hosts(comm),
             "nodes": node_table(comm),
             "device": str(self.trainer.device),
             "allreduce": self.plan,
             "config": spec.config.to_dict(),
-            "versions": versions(),
-            "argv": argv(),
-            "slurm": scheduler(),
             "seed": spec.train.seed,
             "bn_group": spec.train.bn_group,
             "repetition": spec.repetition,
@@ -343,7 +340,9 @@ def evaluate(
     model.eval()
     counts = np.zeros(3, dtype=np.float64)
     lc, size = spec.config.loader, spec.train.image_size
-    outputs = model.fc.out_features  # type: ignore[union-attr]
+    fc = model.fc
+    assert isinstance(fc, torch.nn.Linear)  # every network of model.build ends in a linear classifier
+    outputs = fc.out_features
     with torch.no_grad():
         for x, y, _ in batches(
             data,

@@ -44,7 +44,9 @@ class ResNet8(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Logits."""
-        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(self.stages(self.stem(x)), 1), 1))
+        pooled = nn.functional.adaptive_avg_pool2d(self.stages(self.stem(x)), 1)
+        logits: torch.Tensor = self.fc(torch.flatten(pooled, 1))
+        return logits
 
 
 def build(name: str, classes: int, width: int) -> nn.Module:
@@ -56,4 +58,5 @@ def build(name: str, classes: int, width: int) -> nn.Module:
     factories = {"resnet18": models.resnet18, "resnet50": models.resnet50, "resnet101": models.resnet101}
     if name not in factories:
         raise UserError(f"unknown model {name!r}; choose one of: resnet8, {', '.join(factories)}")
-    return factories[name](weights=None, num_classes=classes)
+    net: nn.Module = factories[name](weights=None, num_classes=classes)
+    return net

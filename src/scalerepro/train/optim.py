@@ -41,16 +41,16 @@ class LARS(torch.optim.Optimizer):
         )
 
     @torch.no_grad()
-    def step(self, closure: Any = None) -> None:  # type: ignore[override]
+    def step(self, closure: Any = None) -> None:  # type: ignore[override]  # noqa: ARG002 (torch's signature; returns no loss, takes no closure)
         """One update of every parameter that has a gradient."""
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is not None:
-                    self._update(p, group)
+                    self._update(p, p.grad, group)
 
-    def _update(self, p: torch.Tensor, group: dict[str, Any]) -> None:
-        """The LARS (or plain momentum) update of one parameter."""
-        grad, wd = p.grad, group["weight_decay"]
+    def _update(self, p: torch.Tensor, grad: torch.Tensor, group: dict[str, Any]) -> None:
+        """The LARS (or plain momentum) update of parameter ``p`` from its gradient ``grad``."""
+        wd = group["weight_decay"]
         scale = group["lr"]
         if group["lars"]:
             w_norm, g_norm = torch.linalg.vector_norm(p), torch.linalg.vector_norm(grad)
@@ -95,7 +95,7 @@ def learning_rate(cfg: TrainConfig, world: int, step: int, steps_per_epoch: int)
         return peak * cfg.decay_factor**passed
     total = cfg.epochs * steps_per_epoch
     progress = min(1.0, (step - warm) / max(1.0, total - warm))
-    return peak * (1.0 - progress) ** cfg.poly_power
+    return peak * float((1.0 - progress) ** cfg.poly_power)  # float: the base is in [0, 1], never complex
 
 
 def set_lr(opt: torch.optim.Optimizer, lr: float) -> None:

@@ -119,7 +119,7 @@ def _preempted(code: int) -> bool:
 def report(code: int, watch: Watch, ended: float, run_dir: Path) -> str:
     """One paragraph: who died, when, the last step and checkpoint, what to do."""
     status = f"exit code {code}" if code > 0 else f"killed by {signal.Signals(-code).name}"
-    if watch.first:
+    if watch.first_at is not None:  # set together with watch.first
         who = ", ".join(f"rank {p['rank']} (pid {p['pid']} on {p['host']})" for p in watch.first)
         lead = f"the job failed ({status}) {ended - watch.first_at:.2f} s after {who} exited first"
     else:

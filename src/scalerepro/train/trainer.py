@@ -49,6 +49,9 @@ def broadcast_state(model: nn.Module, comm: MPI.Intracomm) -> None:
         comm.Bcast(t.detach().numpy(), root=0)
 
 
+CPU = torch.device("cpu")
+
+
 class Trainer:
     """Forward, backward, gradient all-reduce (bucketed, averaged), optimizer step."""
 
@@ -58,7 +61,7 @@ class Trainer:
         cfg: TrainConfig,
         reduce: Reducer,
         world: int,
-        device: torch.device = torch.device("cpu"),
+        device: torch.device = CPU,
     ) -> None:
         """Train ``model`` (moved to ``device``) with ``reduce`` summing gradient buckets over ``world`` ranks."""
         self.model = model.to(device)

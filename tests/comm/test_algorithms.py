@@ -1,0 +1,59 @@
+"""The algorithm table is the one list: the config schema, the cost model, auto's choices and grids agree with it."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from scalerepro.comm import auto, costmodel
+from scalerepro.comm.algorithms import ALGORITHMS, AUTO, MODULES, names
+from scalerepro.comm.schedule import Spec
+from scalerepro.comm.shapes import GRID_DIMS
+from scalerepro.config import schema
+
+
+def test_the_schemas_algorithm_enum_is_the_table():
+    """Every config key that names algorithms takes exactly the table's names (and auto where it can run)."""
+    defs = schema()["$defs"]
+    assert defs["algorithm"]["enum"] == [*ALGORITHMS, AUTO]
+    assert sorted(defs["algorithm"]["enum"]) == names()
+
+
+def test_every_algorithm_has_a_cost_model_and_known_grid():
+    spec = Spec(p=4, rank=0, count=1 << 12, nodes=(0, 0, 1, 1))
+    for name in ALGORITHMS:
+        alpha, beta, _ = costmodel.terms(name, spec)
+        assert alpha > 0, name
+        assert beta > 0, name
+        assert costmodel.modelled_as(name) in ALGORITHMS
+    assert set(GRID_DIMS) <= set(ALGORITHMS)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_auto_chooses_among_the_table(device):
+    chosen = {auto.rule(n, p, device) for n in (1, 1 << 30) for p in (1, 2, 8)}
+    assert chosen <= set(names(device)) - {AUTO}
+
+
+def _imports(path: Path) -> set[str]:
+    """The scalerepro modules a file imports (``from scalerepro.comm import ring`` counts as the module ring)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module == "scalerepro.comm":
+            found |= {f"scalerepro.comm.{a.name}" for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+    return {m for m in found if m.startswith("scalerepro")}
+
+
+def test_algorithm_modules_are_leaves():
+    """An algorithm module builds on schedules, shapes and other algorithms; never the table, registry or executors."""
+    allowed = {"scalerepro.comm.schedule", "scalerepro.comm.shapes", "scalerepro.errors"}
+    allowed |= {m.__name__ for m in MODULES}
+    for module in MODULES:
+        extra = _imports(Path(module.__file__ or "")) - allowed
+        assert not extra, f"{module.__name__} imports {sorted(extra)}"

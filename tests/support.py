@@ -1,0 +1,23 @@
+"""Helpers the tests import: the repository root, the small dataset's spec and an MPI launcher."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from scalerepro.data.synth import SynthSpec
+
+REPO = Path(__file__).resolve().parents[1]
+SMALL = SynthSpec(name="tiny", train_per_class=12, val_per_class=4, max_size=160, quirks_per_kind=2)
+
+
+def mpiexec() -> str:
+    """The mpiexec beside this Python (the mpich wheel's)."""
+    beside = Path(sys.executable).with_name("mpiexec")
+    found = str(beside) if beside.exists() else shutil.which("mpiexec")
+    if not found:
+        pytest.skip("mpiexec not found; install the mpich wheel (make venv)")
+    return found

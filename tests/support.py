@@ -21,3 +21,10 @@ def mpiexec() -> str:
     if not found:
         pytest.skip("mpiexec not found; install the mpich wheel (make venv)")
     return found
+
+
+def train_args(shards: Path | str, out: Path | str, *settings: str, stage: bool = False) -> list[str]:
+    """Python arguments of ``scalerepro train --algo ring`` (without staging unless ``stage``), one ``--set`` each."""
+    args = ["-m", "scalerepro.cli", "train", "--algo", "ring", "--shards", str(shards), "--out", str(out)]
+    args += [] if stage else ["--no-stage"]
+    return args + [a for setting in settings for a in ("--set", setting)]

@@ -22,7 +22,7 @@ def checker(log: Path) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def two_rank_run(tmp_path_factory, tiny_shards) -> Path:
     """A finished 2-rank run with three evaluations."""
-    from tests.support import mpiexec
+    from tests.support import mpiexec, train_args
 
     out = tmp_path_factory.mktemp("mlperf") / "run"
     cmd = [
@@ -30,22 +30,7 @@ def two_rank_run(tmp_path_factory, tiny_shards) -> Path:
         "-n",
         "2",
         sys.executable,
-        "-m",
-        "scalerepro.cli",
-        "train",
-        "--algo",
-        "ring",
-        "--shards",
-        str(tiny_shards),
-        "--out",
-        str(out),
-        "--no-stage",
-        "--set",
-        "train.epochs=3",
-        "--set",
-        "train.width=8",
-        "--set",
-        "train.batch_per_rank=8",
+        *train_args(tiny_shards, out, "train.epochs=3", "train.width=8", "train.batch_per_rank=8"),
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stderr

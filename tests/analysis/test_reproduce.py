@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from scalerepro.analysis.accuracy import AGREEMENT_COLUMNS
 from scalerepro.analysis.reproduce import load_claims, reproduce
 from scalerepro.errors import UserError
 from tests.support import REPO
@@ -35,22 +36,7 @@ def tables(folder: Path, multicolor_busbw: float = 1.5, torus_schedule: str = "{
             ("two-nodes", 4, "1", 0, "multicolor", "a", 0.80, 0.81, -0.01, 0.01, 2, 0.02, 0.02, True),
             ("two-nodes", 4, "1", 0, "torus2d", "b", 0.70, 0.81, -0.11, 0.01, 2, 0.02, 0.02, False),
         ],
-        columns=[
-            "variant",
-            "world_size",
-            "bn_group",
-            "seed",
-            "algorithm",
-            "run",
-            "final_top1",
-            "ring_top1",
-            "diff",
-            "seed_range",
-            "noise_seeds",
-            "eval_error",
-            "noise",
-            "within_noise",
-        ],
+        columns=AGREEMENT_COLUMNS,
     ).to_csv(folder / "accuracy.csv", index=False)
     pd.DataFrame(
         [

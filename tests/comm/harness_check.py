@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 from mpi4py import MPI
+from sumcheck import sum_errors
 
 from scalerepro.comm import harness
 from scalerepro.comm.context import CommParams, Context
@@ -25,20 +26,12 @@ from scalerepro.comm.harness import COPY_OOP, NATIVE_OOP, SweepSpec, measure_siz
 
 comm = MPI.COMM_WORLD
 p, r = comm.size, comm.rank
-EPS = {np.float32: np.finfo(np.float32).eps, np.float64: np.finfo(np.float64).eps}
 failures: list[str] = []
 
 
 def check_sum(label: str, got: np.ndarray, data: np.ndarray) -> None:
     """Same bits everywhere; within (p-1) eps sum|x| of the float64 reference."""
-    parts = np.stack(comm.allgather(data.astype(np.float64))) if data.size else np.zeros((p, 0))
-    want = parts.sum(axis=0)
-    bound = max(p - 1, 1) * EPS[data.dtype.type] * np.abs(parts).sum(axis=0) + 1e-300
-    bad = int(np.count_nonzero(~(np.abs(got.astype(np.float64) - want) <= bound)))  # NaN counts as bad
-    if bad:
-        failures.append(f"{label}: {bad} elements beyond float tolerance")
-    if len(set(comm.allgather(got.tobytes()))) != 1:
-        failures.append(f"{label}: ranks hold different bits")
+    failures.extend(sum_errors(comm, label, got, data))
 
 
 # 1. random floats, out of place (and in place beside it)

@@ -18,42 +18,23 @@ from scalerepro.config import from_mapping
 from scalerepro.train.checkpoint import StopSignals
 from scalerepro.train.events import EventLog, read_events
 from scalerepro.train.loop import RunSpec, resume_key
+from tests import support
 from tests.support import mpiexec
 
-SETTINGS = [
-    "--set",
+SETTINGS = (
     "train.epochs=3",
-    "--set",
     "train.width=8",
-    "--set",
     "train.batch_per_rank=8",
-    "--set",
     "train.bn_group=world",
-    "--set",
     "train.optimizer=lars",
-    "--set",
     "loader.workers=1",
-    "--set",
     "train.checkpoint_every=0",
-]
+)
 
 
-def train_args(shards: Path, out: Path, extra: list[str] = ()) -> list[str]:
-    """Python arguments of the training command."""
-    return [
-        "-m",
-        "scalerepro.cli",
-        "train",
-        "--algo",
-        "ring",
-        "--shards",
-        str(shards),
-        "--out",
-        str(out),
-        "--no-stage",
-        *SETTINGS,
-        *extra,
-    ]
+def train_args(shards: Path, out: Path, *extra: str) -> list[str]:
+    """Python arguments of the training command: SETTINGS, then ``extra`` settings."""
+    return support.train_args(shards, out, *SETTINGS, *extra)
 
 
 def steps_logged(out: Path) -> int:
@@ -105,7 +86,7 @@ def test_preempted_run_resumes_to_the_uninterrupted_state(run_mpi, tiny_shards, 
     assert not (cut / "run.json").exists()
     assert final_state(cut)["progress"]["step"] >= 10
 
-    other = run_mpi(2, train_args(tiny_shards, cut, ["--set", "train.lars_eta=0.002"]), check=False)
+    other = run_mpi(2, train_args(tiny_shards, cut, "train.lars_eta=0.002"), check=False)
     assert other.returncode != 0
     assert "train.lars_eta: 0.001 there, 0.002 now" in other.stderr
 
@@ -167,7 +148,7 @@ def single_rank(args: list[str], limit_bytes: int | None = None) -> subprocess.C
 @pytest.mark.faults
 def test_full_disk_at_a_checkpoint_keeps_the_previous_one_and_the_rerun_resumes(tiny_shards, tmp_path):
     out = tmp_path / "run"
-    args = train_args(tiny_shards, out, ["--set", "train.checkpoint_every=1", "--set", "loader.workers=0"])
+    args = train_args(tiny_shards, out, "train.checkpoint_every=1", "loader.workers=0")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     first = subprocess.Popen([sys.executable, *args], stderr=subprocess.PIPE, text=True, env=env)
     while steps_logged(out) < 3 and first.poll() is None:

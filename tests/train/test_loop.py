@@ -16,6 +16,7 @@ from scalerepro.train.buckets import Buckets
 from scalerepro.train.events import read_events
 from scalerepro.train.model import build
 from scalerepro.train.optim import learning_rate, param_groups, peak_lr
+from tests.support import train_args
 
 
 def test_lr_scales_warms_up_and_decays():
@@ -56,27 +57,7 @@ def test_unknown_model_is_named():
 @pytest.mark.mpi
 def test_two_rank_run_logs_events_and_record(run_mpi, tiny_shards, tmp_path):
     out = tmp_path / "run"
-    run_mpi(
-        2,
-        [
-            "-m",
-            "scalerepro.cli",
-            "train",
-            "--algo",
-            "ring",
-            "--shards",
-            str(tiny_shards),
-            "--out",
-            str(out),
-            "--no-stage",
-            "--set",
-            "train.epochs=2",
-            "--set",
-            "train.width=8",
-            "--set",
-            "train.batch_per_rank=16",
-        ],
-    )
+    run_mpi(2, train_args(tiny_shards, out, "train.epochs=2", "train.width=8", "train.batch_per_rank=16"))
     record = json.loads((out / "run.json").read_text())
     assert record["world_size"] == 2
     assert record["algorithm"] == "ring"
@@ -95,23 +76,8 @@ def test_two_rank_run_logs_events_and_record(run_mpi, tiny_shards, tmp_path):
 
 @pytest.mark.mpi
 def test_unstaged_shards_fail_with_the_fix(run_mpi, tiny_shards, tmp_path):
-    proc = run_mpi(
-        2,
-        [
-            "-m",
-            "scalerepro.cli",
-            "train",
-            "--algo",
-            "ring",
-            "--shards",
-            str(tiny_shards),
-            "--out",
-            str(tmp_path / "run"),
-            "--set",
-            f"stage.root={tmp_path / 'empty'}",
-        ],
-        check=False,
-    )
+    settings = f"stage.root={tmp_path / 'empty'}"
+    proc = run_mpi(2, train_args(tiny_shards, tmp_path / "run", settings, stage=True), check=False)
     assert proc.returncode != 0
     assert "are not staged" in proc.stderr
     assert "scalerepro stage" in proc.stderr
@@ -126,19 +92,7 @@ def test_splits_sharded_from_different_datasets_are_refused(tiny_shards, tmp_pat
     manifest["classes"] = manifest["classes"][::-1]  # the same wnids in another dataset's order
     (mixed / "val" / "manifest.json").write_text(json.dumps(manifest))
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "scalerepro.cli",
-            "train",
-            "--algo",
-            "ring",
-            "--shards",
-            str(mixed),
-            "--out",
-            str(tmp_path / "run"),
-            "--no-stage",
-        ],
+        [sys.executable, *train_args(mixed, tmp_path / "run")],
         capture_output=True,
         text=True,
         timeout=120,

@@ -16,7 +16,7 @@ import pytest
 
 from scalerepro.train.events import read_events
 from scalerepro.train.supervise import Watch, report
-from tests.support import mpiexec
+from tests.support import mpiexec, train_args
 from tests.train.test_checkpoint import mid_epoch
 
 TIMEOUT_S = 30  # comm.timeout_s of these runs: a failure must be detected well within it
@@ -24,33 +24,13 @@ TIMEOUT_S = 30  # comm.timeout_s of these runs: a failure must be detected well 
 
 def train_cmd(shards: Path, out: Path, timeout_s: float = TIMEOUT_S) -> list[str]:
     """2 ranks of ring training, 6 epochs, a checkpoint after every epoch."""
+    settings = ("train.epochs=6", "train.width=8", "train.batch_per_rank=8", "train.checkpoint_every=1")
     return [
         mpiexec(),
         "-n",
         "2",
         sys.executable,
-        "-m",
-        "scalerepro.cli",
-        "train",
-        "--algo",
-        "ring",
-        "--shards",
-        str(shards),
-        "--out",
-        str(out),
-        "--no-stage",
-        "--set",
-        "train.epochs=6",
-        "--set",
-        "train.width=8",
-        "--set",
-        "train.batch_per_rank=8",
-        "--set",
-        "train.checkpoint_every=1",
-        "--set",
-        "loader.workers=1",
-        "--set",
-        f"comm.timeout_s={timeout_s}",
+        *train_args(shards, out, *settings, "loader.workers=1", f"comm.timeout_s={timeout_s}"),
     ]
 
 

@@ -384,7 +384,14 @@ def _int_list(text: str, flag: str) -> tuple[int, ...]:
 
 def cmd_cost_model(args: argparse.Namespace) -> None:
     """Fit alpha/beta/gamma per algorithm from bench JSONs; print residuals; project ResNet-50 gradients."""
-    from scalerepro.comm.costmodel import Topology, fit_regimes, for_projection, projection
+    from scalerepro.comm.costmodel import (
+        Topology,
+        fit_regimes,
+        for_projection,
+        format_fits,
+        format_projection,
+        projection,
+    )
     from scalerepro.io import write_json_atomic
 
     paths, rows, gamma = _bench_rows(args.bench)
@@ -406,33 +413,8 @@ def cmd_cost_model(args: argparse.Namespace) -> None:
     ]
     ranks = list(_int_list(args.ranks, "--ranks"))
     proj = projection(chosen, topos, ranks, args.bytes, args.colors)
-    print(
-        f"{'algorithm':>15} {'regime':>14} {'alpha(us)':>10} {'beta(GB/s)':>11} {'gamma(GB/s)':>12} {'points':>7} "
-        f"{'median|res|':>11} {'max|res|':>9}",
-        file=sys.stderr,
-    )
-    for f in fits:
-        bw = 1 / f.beta_s_per_byte / 1e9 if f.beta_s_per_byte else float("inf")
-        print(
-            f"{f.algorithm:>15} {f.regime:>14} {f.alpha_s * 1e6:>10.2f} {bw:>11.2f} "
-            f"{1 / f.gamma_s_per_byte / 1e9:>12.2f} "
-            f"{f.points:>7} {f.median_rel_residual:>10.1%} {f.max_rel_residual:>9.1%}",
-            file=sys.stderr,
-        )
-    print(
-        f"\n# projected ms per all-reduce of {args.bytes / 1e6:.1f} MB (ResNet-50 gradients, float32), "
-        "from each algorithm's most cluster-like fit",
-        file=sys.stderr,
-    )
-    print(
-        f"{'algorithm':>15} {'from regime':>14} {'topology':>9} " + " ".join(f"{p:>9}" for p in ranks), file=sys.stderr
-    )
-    for f in chosen:
-        for t in topos:
-            ms = [r["ms"] for r in proj if r["algorithm"] == f.algorithm and r["topology"] == t.kind]
-            print(
-                f"{f.algorithm:>15} {f.regime:>14} {t.kind:>9} " + " ".join(f"{m:>9.2f}" for m in ms), file=sys.stderr
-            )
+    print(format_fits(fits), file=sys.stderr)
+    print(format_projection(chosen, topos, ranks, proj, args.bytes), file=sys.stderr)
     write_json_atomic(
         args.out,
         {
@@ -449,18 +431,12 @@ def cmd_cost_model(args: argparse.Namespace) -> None:
 
 def _bench_rows(patterns: list[str]) -> tuple[list[Path], list[dict[str, Any]], float]:
     """The bench JSONs matching ``patterns``, every row of them, and their median measured gamma (s/byte)."""
-    import statistics
-
-    from scalerepro.analysis.collect import bench_rows, load_json
+    from scalerepro.comm.harness import read_benches
 
     paths = _expand(patterns)
     if not paths:
         raise UserError(f"no bench JSON matches {' '.join(patterns) or '(none given)'}; run `scalerepro bench` first")
-    records = [load_json(p) for p in paths]
-    gammas = [rec["reduction_s_per_byte"] for rec in records if rec.get("reduction_s_per_byte")]
-    if not gammas:
-        raise UserError("the bench JSONs carry no reduction_s_per_byte (gamma); re-run `scalerepro bench`")
-    return paths, [row for rec in records for row in bench_rows(rec)], statistics.median(gammas)
+    return (paths, *read_benches(paths))
 
 
 def _platforms(args: argparse.Namespace) -> list[Any]:
@@ -484,30 +460,10 @@ def _platforms(args: argparse.Namespace) -> list[Any]:
 
 
 def _simulated(points: list[Any], label: str, jobs: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Simulate the points whose schedules exist (an algorithm may not fit a shape); (rows, skipped)."""
-    from scalerepro.comm.costmodel import schedules
-    from scalerepro.sim import simulate
+    """Simulate the points whose schedules exist, with progress on stderr; (rows, skipped)."""
+    from scalerepro.sim import simulate_feasible
 
-    runnable, skipped, seen = [], [], {}
-    for pt in points:
-        key = (pt.algorithm, pt.ranks, pt.platform.name)
-        if key not in seen:
-            try:
-                next(schedules(pt.algorithm, pt.spec(), pt.executor), None)
-                seen[key] = ""
-            except UserError as exc:
-                seen[key] = str(exc)
-                print(
-                    f"{label}: skipping {pt.algorithm} on {pt.ranks} ranks of {pt.platform.name}: {exc}",
-                    file=sys.stderr,
-                )
-        if seen[key]:
-            skipped.append(
-                {"algorithm": pt.algorithm, "ranks": pt.ranks, "platform": pt.platform.name, "why": seen[key]}
-            )
-        else:
-            runnable.append(pt)
-    return simulate(runnable, _progress(label), jobs or None), skipped
+    return simulate_feasible(points, label, jobs, _progress(label))
 
 
 def _write_tables(out: Path, tables: dict[str, list[dict[str, Any]]], record: dict[str, Any], name: str) -> None:

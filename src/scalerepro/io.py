@@ -47,3 +47,12 @@ def write_json_atomic(path: Path | str, obj: Any) -> None:
 def write_text_atomic(path: Path | str, text: str) -> None:
     """Write text atomically."""
     write_bytes_atomic(path, text.encode())
+
+
+def read_json(path: str | Path) -> dict[str, Any]:
+    """A JSON object from a file, with an error naming the file and the rule that writes it."""
+    try:
+        record: dict[str, Any] = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UserError(f"cannot read {path}: {exc}; re-run the rule that writes it") from None
+    return record

@@ -17,9 +17,9 @@ from typing import Any, SupportsInt, cast
 import pandas as pd
 
 from scalerepro.analysis import accuracy
-from scalerepro.analysis.collect import load_json, read_csv, read_tables
+from scalerepro.analysis.collect import read_csv, read_tables
 from scalerepro.baselines import load_baselines
-from scalerepro.io import write_json_atomic, write_text_atomic
+from scalerepro.io import read_json, write_json_atomic, write_text_atomic
 
 
 def time_to_accuracy(evals: pd.DataFrame, target: float) -> float | None:
@@ -204,7 +204,7 @@ def projections(costmodel_path: Path | None) -> pd.DataFrame:
     cols = ["work", "accelerators", "allreduce_ms", "cite", "source"]
     if costmodel_path is None:
         return pd.DataFrame(columns=cols)
-    doc = load_json(costmodel_path)
+    doc = read_json(costmodel_path)
     rows = [
         {
             "work": f"projected: {p['algorithm']} on a {p['topology']} ({p['fit_regime']} fit)",

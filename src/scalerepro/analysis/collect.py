@@ -15,8 +15,10 @@ from typing import Any
 
 import pandas as pd
 
+from scalerepro.comm.harness import bench_rows
 from scalerepro.config import run_id
 from scalerepro.errors import UserError
+from scalerepro.io import read_json
 from scalerepro.train.events import read_events
 
 TABLES = ("runs", "epochs", "evals", "steps", "bench")
@@ -40,15 +42,6 @@ def grid_point(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def load_json(path: Path) -> dict[str, Any]:
-    """A JSON file, with an error naming it."""
-    try:
-        record: dict[str, Any] = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UserError(f"cannot read {path}: {exc}; re-run the rule that writes it") from None
-    return record
-
-
 def training_clock(events: list[dict[str, Any]]) -> tuple[Callable[[dict[str, Any]], float], float]:
     """Seconds since run_start counting training only, and the downtime left out.
 
@@ -68,7 +61,7 @@ def training_clock(events: list[dict[str, Any]]) -> tuple[Callable[[dict[str, An
 
 def run_tables(run_json: Path) -> dict[str, list[dict[str, Any]]]:
     """Rows of every table for one training run."""
-    record = load_json(run_json)
+    record = read_json(run_json)
     events = read_events(Path(run_json).parent / "events.jsonl")
     keys = grid_point(record)
     elapsed, downtime = training_clock(events)
@@ -139,26 +132,9 @@ def stage_seconds(path: Path) -> float | None:
     """Staging time of a run (the slowest node, all splits), logged apart from training; None if not staged."""
     if not path.is_file():
         return None
-    nodes = load_json(path).get("nodes", [])
+    nodes = read_json(path).get("nodes", [])
     per_node = [sum(split.get("seconds", 0.0) for split in node.get("splits", [])) for node in nodes]
     return max(per_node) if per_node else None
-
-
-def bench_rows(record: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per benchmark point of a bench JSON record (ranks_per_core None where not recorded).
-
-    Each row carries the comm parameters and the rank-to-node map it ran with, so the cost model
-    rebuilds the schedule the row measured.
-    """
-    ranks, cores = record.get("ranks_per_node"), record.get("cores_per_node")
-    extra = {
-        "world_size": record["world_size"],
-        "hosts": len(set(record["hosts"])),
-        "ranks_per_core": ranks / cores if ranks and cores else None,
-        "comm": record.get("params") or {},
-        "nodes": record.get("nodes") or [],
-    }
-    return [row | extra for row in record["rows"]]
 
 
 def _cell(value: Any) -> Any:
@@ -215,7 +191,7 @@ def collect(
                 tables[name].write(part)
             if progress:
                 progress(i, len(runs))
-        tables["bench"].write([row for path in benches for row in bench_rows(load_json(path))])  # small: at once
+        tables["bench"].write([row for path in benches for row in bench_rows(read_json(path))])  # small: at once
         done = True
     finally:
         for table in tables.values():

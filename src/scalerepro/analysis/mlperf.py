@@ -14,8 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from scalerepro.analysis.collect import grid_point, load_json
-from scalerepro.io import write_text_atomic
+from scalerepro.analysis.collect import grid_point
+from scalerepro.io import read_json, write_text_atomic
 from scalerepro.train.events import NAMESPACE, read_events
 
 PREFIX = ":::MLLOG "
@@ -60,7 +60,7 @@ def mllog(run_dir: Path, record: dict[str, Any], org: str = "scalerepro", status
 
 def write_mllog(run_dir: Path, out_dir: Path, org: str = "scalerepro", status: str = "research") -> Path:
     """Write the run's MLPerf log as ``out_dir/<run id>.txt`` (atomically); its path."""
-    record = load_json(run_dir / "run.json")
+    record = read_json(run_dir / "run.json")
     out = Path(out_dir) / f"{grid_point(record)['run']}.txt"
     write_text_atomic(out, "\n".join(mllog(run_dir, record, org, status)) + "\n")
     return out

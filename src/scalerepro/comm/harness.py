@@ -45,6 +45,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -54,6 +55,7 @@ from scalerepro.comm import mpi_executor, native
 from scalerepro.comm.context import CommParams, Context
 from scalerepro.comm.registry import allreduce, resolve
 from scalerepro.errors import UserError
+from scalerepro.io import read_json
 from scalerepro.mpi import library_version
 from scalerepro.oversubscription import node_cores
 from scalerepro.provenance import record
@@ -532,3 +534,31 @@ def run(
         **summary(rows),  # the footer's avg_busbw_GBps (per algorithm) and out_of_bounds
         "comparisons": [c for peer in peers for c in ratios[peer]],
     }
+
+
+def bench_rows(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per benchmark point of a bench JSON record (ranks_per_core None where not recorded).
+
+    Each row carries the comm parameters and the rank-to-node map it ran with, so the cost model
+    rebuilds the schedule the row measured.
+    """
+    ranks, cores = record.get("ranks_per_node"), record.get("cores_per_node")
+    extra = {
+        "world_size": record["world_size"],
+        "hosts": len(set(record["hosts"])),
+        "ranks_per_core": ranks / cores if ranks and cores else None,
+        "comm": record.get("params") or {},
+        "nodes": record.get("nodes") or [],
+    }
+    return [row | extra for row in record["rows"]]
+
+
+def read_benches(paths: list[Path]) -> tuple[list[dict[str, Any]], float]:
+    """Every row of the bench JSONs at ``paths`` and their median measured reduction cost gamma (s/byte)."""
+    if not paths:
+        raise UserError("no bench JSON given; run `scalerepro bench` first")
+    records = [read_json(p) for p in paths]
+    gammas = [rec["reduction_s_per_byte"] for rec in records if rec.get("reduction_s_per_byte")]
+    if not gammas:
+        raise UserError("the bench JSONs carry no reduction_s_per_byte (gamma); re-run `scalerepro bench`")
+    return [row for rec in records for row in bench_rows(rec)], statistics.median(gammas)

@@ -39,6 +39,35 @@ def enabled(setting: bool | str) -> bool:
     return True
 
 
+def simulate_feasible(
+    points: Iterable[Point], label: str, jobs: int, progress: Callable[[int, int], None] | None = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Simulate the points whose schedules exist (an algorithm may not fit a shape; each skip said on stderr once):
+    (rows, skipped)."""
+    from scalerepro.comm.costmodel import schedules
+
+    runnable, skipped, seen = [], [], {}
+    for pt in points:
+        key = (pt.algorithm, pt.ranks, pt.platform.name)
+        if key not in seen:
+            try:
+                next(schedules(pt.algorithm, pt.spec(), pt.executor), None)
+                seen[key] = ""
+            except UserError as exc:
+                seen[key] = str(exc)
+                print(
+                    f"{label}: skipping {pt.algorithm} on {pt.ranks} ranks of {pt.platform.name}: {exc}",
+                    file=sys.stderr,
+                )
+        if seen[key]:
+            skipped.append(
+                {"algorithm": pt.algorithm, "ranks": pt.ranks, "platform": pt.platform.name, "why": seen[key]}
+            )
+        else:
+            runnable.append(pt)
+    return simulate(runnable, progress, jobs or None), skipped
+
+
 def simulate(
     points: Iterable[Point], progress: Callable[[int, int], None] | None = None, jobs: int | None = None
 ) -> list[dict[str, Any]]:

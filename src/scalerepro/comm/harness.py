@@ -11,8 +11,7 @@ is its mean, and t is the maximum over ranks (on a GPU, each iteration
 ends when the device has finished). algbw = bytes / t, busbw = algbw *
 2(p-1)/p.
 
-How out-of-place runs (:func:`out_of_place`): the algorithms' entry
-point (:func:`scalerepro.comm.registry.allreduce`) sums in place, so
+How out-of-place runs (:func:`out_of_place`, the registry's ``out=``):
 ``native`` on host buffers calls MPI_Allreduce with distinct send and
 receive buffers (what the MPI library itself offers), and every other
 algorithm, torch's collectives (gloo, nccl) and host-staged GPU buffers
@@ -51,9 +50,8 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from scalerepro.comm import mpi_executor, native
 from scalerepro.comm.context import CommParams, Context
-from scalerepro.comm.registry import allreduce, resolve
+from scalerepro.comm.registry import allreduce, library_out_of_place, resolve
 from scalerepro.errors import UserError
 from scalerepro.io import read_json
 from scalerepro.mpi import library_version
@@ -151,32 +149,13 @@ COPY_OOP = "copy + in place"  # oop_via: send copied into recv, then recv summed
 
 def oop_via(ctx: Context, recv: Any, algo: str) -> str:
     """How :func:`out_of_place` runs ``algo`` on a buffer like ``recv``: :data:`NATIVE_OOP` or :data:`COPY_OOP`."""
-    found = resolve(recv, algo, ctx)
-    direct = found.algorithm == native.NAME and found.executor == mpi_executor.NAME and not found.host_staged
-    return NATIVE_OOP if direct and isinstance(recv, np.ndarray) else COPY_OOP
+    return NATIVE_OOP if library_out_of_place(resolve(recv, algo, ctx), recv) else COPY_OOP
 
 
 def out_of_place(send: Any, recv: Any, algo: str, ctx: Context) -> Any:
-    """Sum ``send`` over ``ctx`` into ``recv`` with ``algo``, ``send`` untouched; returns ``recv``.
-
-    ``native`` on host (NumPy) buffers: MPI_Allreduce from ``send`` into
-    ``recv`` (under the context's watchdog, as every all-reduce runs). Every
-    other algorithm: the registry's ``out=``, which copies ``send`` into
-    ``recv`` and sums ``recv`` in place; the copy is part of the call.
-    """
-    if oop_via(ctx, recv, algo) == COPY_OOP:
-        return allreduce(send, algo, ctx, out=recv)
-    if send.shape != recv.shape or send.dtype != recv.dtype:
-        raise UserError(f"out-of-place all-reduce: {send.dtype}[{send.size}] into {recv.dtype}[{recv.size}]")
-    dog = ctx.watchdog()
-    if dog is not None:
-        dog.arm(f"{algo} out-of-place all-reduce")
-    try:
-        ctx.comm.Allreduce(send, recv, op=MPI.SUM)
-    finally:
-        if dog is not None:
-            dog.disarm()  # also when it raised: a stale deadline must not abort a later, healthy job
-    return recv
+    """Sum ``send`` over ``ctx`` into ``recv`` with ``algo``, ``send`` untouched; returns ``recv`` (the registry's
+    ``out=``: MPI_Allreduce(send, recv) for native on host buffers, else a copy summed in place, copy included)."""
+    return allreduce(send, algo, ctx, out=recv)
 
 
 def send_changed(send: Any, rank: int, it: int) -> int:

@@ -156,6 +156,10 @@ def allreduce(
 ) -> Any:
     """Sum ``buf`` over ``comm`` with algorithm ``algo``: in place, or into ``out`` (``buf`` untouched).
 
+    Out of place, ``native`` on NumPy buffers is MPI_Allreduce from ``buf``
+    into ``out`` (:func:`library_out_of_place`); every other algorithm copies
+    ``buf`` into ``out`` and sums ``out`` in place.
+
     ``comm`` is a Context (reused: schedules, sub-communicators, process
     groups and the watchdog are made once) or a plain communicator (default
     COMM_WORLD), wrapped for this call. Returns the buffer holding the sum.
@@ -163,13 +167,19 @@ def allreduce(
     get(algo)
     ctx = comm if isinstance(comm, Context) else Context(comm, params)
     try:
-        target = _into(buf, out)
+        target = buf if out is None else _checked_out(buf, out)
         found = resolve(target, algo, ctx)
+        direct = out is not None and library_out_of_place(found, target)
+        if out is not None and not direct:
+            _copy(buf, out)
         dog = ctx.watchdog()
         if dog is not None:
             dog.arm(f"{algo} all-reduce")
         try:
-            _execute(found, target, ctx)
+            if direct:
+                ctx.comm.Allreduce(buf, target, op=MPI.SUM)
+            else:
+                _execute(found, target, ctx)
         finally:
             if dog is not None:
                 dog.disarm()  # also when it raised: a stale deadline must not abort a later, healthy job
@@ -179,17 +189,25 @@ def allreduce(
     return target
 
 
-def _into(buf: Any, out: Any) -> Any:
-    """``out`` holding a copy of ``buf`` (checked alike), or ``buf`` itself when there is no ``out``."""
-    if out is None:
-        return buf
+def library_out_of_place(found: Resolved, buf: Any) -> bool:
+    """Whether an out-of-place sum of ``found`` on ``buf`` is the MPI library's own (native on a NumPy buffer)."""
+    direct = found.algorithm == native.NAME and found.executor == mpi_executor.NAME and not found.host_staged
+    return direct and isinstance(buf, np.ndarray)
+
+
+def _checked_out(buf: Any, out: Any) -> Any:
+    """``out``, once it is checked to match ``buf`` (kind, size, dtype)."""
     if _is_tensor(buf) != _is_tensor(out) or _size(buf) != _size(out) or buf.dtype != out.dtype:
         raise UserError(f"allreduce out= must match the input: {out.dtype}[{_size(out)}] vs {buf.dtype}[{_size(buf)}]")
+    return out
+
+
+def _copy(buf: Any, out: Any) -> None:
+    """Copy ``buf`` into ``out`` (a tensor or a NumPy array, as ``buf``)."""
     if _is_tensor(out):
         out.copy_(buf)
     else:
         np.copyto(out, buf)
-    return out
 
 
 def _execute(found: Resolved, buf: Any, ctx: Context) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import warnings
 from dataclasses import FrozenInstanceError
 
 import pytest
@@ -11,7 +12,7 @@ import yaml
 from snakemake.utils import update_config
 
 from scalerepro.cli import _parse_set
-from scalerepro.config import from_mapping, load, schema, validate
+from scalerepro.config import ConfigWarning, from_mapping, load, schema, validate
 from scalerepro.errors import UserError
 from tests.support import REPO
 
@@ -234,3 +235,58 @@ def test_a_runs_stage_section_leaves_out_keep_so_changing_it_reruns_no_run():
     a = load(REPO / "config" / "config.yaml")
     b = load(REPO / "config" / "config.yaml", json.dumps({"stage": {"keep": True}}))
     assert a.run_sections("base") == b.run_sections("base")
+
+
+def quiet(build):
+    """What ``build()`` returns, failing on any ConfigWarning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConfigWarning)
+        return build()
+
+
+def resnet50_on(cpus, per_cpu, workers=1):
+    """A config training ResNet-50 on ``cpus`` cores per rank, one loader worker building ``per_cpu`` images/s."""
+    cluster = {"cpus_per_task": cpus, "loader_images_per_s_per_cpu": per_cpu}
+    return {"train": {"model": "resnet50"}, "loader": {"workers": workers}, "cluster": cluster}
+
+
+def test_cpus_per_task_below_what_the_fastest_published_rate_needs_warns_naming_the_fix():
+    with pytest.warns(ConfigWarning) as caught:
+        from_mapping(resnet50_on(2, 733.1))
+    (message,) = [str(w.message) for w in caught]
+    assert "cluster.cpus_per_task is 2, below the 3 (1 for the rank + 2 loader workers)" in message
+    assert "resnet50 at 1025 images/s per accelerator, the rate of Ying et al. 2018 (TPU v3 Pod)" in message
+    assert "cluster.loader_images_per_s_per_cpu = 733.1 images/s" in message
+    assert "raise cluster.cpus_per_task to 3 and loader.workers to 2, or decode on the GPU" in message
+    assert "(loader.decode: gpu)" in message
+
+
+def test_cpus_per_task_below_the_loader_workers_warns_when_the_config_sets_it():
+    with pytest.warns(ConfigWarning, match=r"cluster.cpus_per_task is 4, below loader.workers \(6\) \+ 1"):
+        from_mapping({"loader": {"workers": 6}, "cluster": {"cpus_per_task": 4}})
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        resnet50_on(3, 733.1, workers=2),  # enough for Ying et al.'s 1025 images/s per chip
+        resnet50_on(1, None, workers=0),  # rate null: not checked
+        resnet50_on(1, 733.1, workers=0) | {"train": {"model": "resnet8"}},  # no published rate for resnet8
+        {"loader": {"workers": 6}},  # cpus_per_task not set: the local executor ignores the section
+        {"loader": {"workers": 6}, "cluster": {"cpus_per_task": 7}},
+    ],
+)
+def test_enough_cpus_or_nothing_to_check_is_silent(raw):
+    quiet(lambda: from_mapping(raw))
+
+
+def test_shipped_configs_and_a_runs_sections_validate_without_warnings():
+    cluster = quiet(lambda: load(REPO / "config" / "cluster.yaml"))
+    assert cluster.cluster.loader_images_per_s_per_cpu is not None
+    quiet(lambda: load(REPO / "config" / "config.yaml"))
+    quiet(lambda: from_mapping(cluster.run_sections("base")))  # what a training job gets: no cluster section
+    with pytest.warns(ConfigWarning) as caught:
+        low = load(REPO / "config" / "cluster.yaml", overrides={"cluster": {"cpus_per_task": 2}})
+    assert ["loader.workers (6) + 1" in str(w.message) for w in caught] == [True, False]
+    assert "Ying et al. 2018" in str(caught[1].message)
+    quiet(lambda: low.for_variant("base"))  # warned once, when the sweep's config was built

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import yaml
 
 from scalerepro.errors import UserError
+
+DEFAULT = Path("config/baselines.yaml")
 
 
 def load_baselines(path: Path) -> pd.DataFrame:
@@ -21,3 +24,26 @@ def load_baselines(path: Path) -> pd.DataFrame:
     frame = pd.DataFrame(entries)
     frame["source"] = "published"
     return frame
+
+
+def default_path() -> Path:
+    """config/baselines.yaml of the working directory, else of the source checkout this package runs from."""
+    checkout = Path(__file__).resolve().parents[2] / DEFAULT
+    return DEFAULT if DEFAULT.is_file() or not checkout.is_file() else checkout
+
+
+def published_per_accelerator(path: Path, model: str) -> list[dict[str, Any]]:
+    """Published images/s per accelerator for ``model`` from a baselines file (the entries that give a rate)."""
+    frame = load_baselines(path)
+    if "model" not in frame.columns:
+        return []
+    rows = frame[(frame["model"] == model) & frame["images_per_s"].notna() & frame["accelerators"].notna()]
+    return [
+        {
+            "work": r["work"],
+            "hardware": r.get("hardware"),
+            "cite": r.get("cite"),
+            "images_per_s_per_accelerator": float(r["images_per_s"]) / float(r["accelerators"]),
+        }
+        for _, r in rows.iterrows()
+    ]

@@ -291,7 +291,10 @@ def cmd_bench(args: argparse.Namespace) -> None:
 
 
 def cmd_bench_loader(args: argparse.Namespace) -> None:
-    """Shard loader vs torchvision ImageFolder + DataLoader on the same JPEGs, same run; JSON + table."""
+    """Shard loader vs torchvision ImageFolder + DataLoader on the same JPEGs, same run; JSON + table, then the
+    loader workers per accelerator that the published and measured training rates need."""
+    from scalerepro.baselines import default_path
+    from scalerepro.data import feed
     from scalerepro.data import loaderbench as lb
     from scalerepro.data.shards import read_manifest
     from scalerepro.io import write_json_atomic
@@ -309,10 +312,12 @@ def cmd_bench_loader(args: argparse.Namespace) -> None:
         scale=scale,
         seed=args.seed,
     )
+    baselines = Path(args.baselines) if args.baselines else default_path()
+    wanted = feed.rates(args.model, baselines, Path(args.train_json) if args.train_json else None)  # bad files: now
     work = Path(args.work)
     print(f"# {spec.images} JPEGs (400-500 px, quality 90) in {work}", file=sys.stderr)
     dataset = lb.bench_dataset(work, spec.images, spec.seed)
-    staged = lb.staged_shards(dataset, work, args.stage_root, spec.seed)
+    staged = lb.staged_shards(dataset, work, args.stage_root, spec.seed, row_index=not args.no_row_index)
     row_index = read_manifest(staged).get("row_index", {"tool": None, "images": 0})
     print(
         f"# shards row-indexed: {row_index['images']} images ({row_index['tool'] or 'no jpegtran: decoded whole'})",
@@ -320,6 +325,7 @@ def cmd_bench_loader(args: argparse.Namespace) -> None:
     )
     rows = lb.run(spec, dataset, staged, lambda line: print(line, file=sys.stderr, flush=True))
     summary = lb.summarise(rows)
+    needed = feed.table(feed.slowest_worker(summary), spec.size, args.model, baselines, wanted)
     write_json_atomic(
         args.out,
         {
@@ -331,13 +337,16 @@ def cmd_bench_loader(args: argparse.Namespace) -> None:
             "row_index": row_index,
             "rows": rows,
             "summary": summary,
+            "workers_needed": needed,
         },
     )
     print(lb.format_summary(summary), file=sys.stderr)
+    print(feed.format_table(needed), file=sys.stderr)
 
 
 def cmd_bench_train(args: argparse.Namespace) -> None:
     """Our training loop vs PyTorch DDP, same model, batch and data, same run (under mpiexec/srun); JSON + table."""
+    from scalerepro.baselines import published_per_accelerator
     from scalerepro.io import write_json_atomic
     from scalerepro.mpi import on_root, world
     from scalerepro.provenance import record
@@ -355,7 +364,7 @@ def cmd_bench_train(args: argparse.Namespace) -> None:
     result = bench.run(cfg, spec, comm, _root_printer(comm))
     out = {**record(comm), "spec": spec.__dict__, "config": cfg.to_dict(), **result}
     if args.baselines:
-        out["published_per_accelerator"] = bench.published_per_accelerator(Path(args.baselines), cfg.train.model)
+        out["published_per_accelerator"] = published_per_accelerator(Path(args.baselines), cfg.train.model)
     on_root(comm, lambda: write_json_atomic(args.out, out))
     on_root(
         comm,
@@ -866,10 +875,32 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--scale", default="0.08,1", help="RandomResizedCrop scale MIN,MAX (default 0.08,1)")
     s.add_argument("--seed", type=int, default=0, help="seed of the images and of the shuffles (default 0)")
     s.add_argument(
+        "--no-row-index",
+        action="store_true",
+        help="shard without jpegtran's row index even where it is installed (a machine without "
+        "libjpeg-turbo-progs: every JPEG decoded whole)",
+    )
+    s.add_argument(
         "--stage-root",
         default="/dev/shm/scalerepro-bench",
         help="node-memory folder to stage into "
         "(default /dev/shm/scalerepro-bench; remove with `scalerepro stage --clean --root ...`)",
+    )
+    s.add_argument(
+        "--baselines",
+        metavar="FILE",
+        help="published results whose images/s per accelerator the workers-needed table sizes for "
+        "(default config/baselines.yaml of the working directory, else of the checkout)",
+    )
+    s.add_argument(
+        "--model",
+        default="resnet50",
+        help="model of the published rates in --baselines to size for (default resnet50)",
+    )
+    s.add_argument(
+        "--train-json",
+        metavar="FILE",
+        help="a `scalerepro bench-train` JSON: also size for its measured images/s per rank (ours)",
     )
     s.set_defaults(fn=cmd_bench_loader)
 

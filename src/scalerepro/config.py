@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields
 from functools import lru_cache
@@ -172,6 +173,7 @@ class LoaderConfig:
     prefetch: int
     crop_scale: tuple[float, float]
     eval_crop_fraction: float
+    decode: str = "cpu"
 
 
 @dataclass(frozen=True)
@@ -236,6 +238,7 @@ class ClusterConfig:
     bench_runtime_min: int
     shard_cpus: int = 32
     shard_runtime_min: int = 240
+    loader_images_per_s_per_cpu: float | None = None
 
     def nodes(self, ranks: int) -> int:
         """Nodes a run of ``ranks`` ranks takes."""
@@ -278,7 +281,7 @@ class Config:
 
     def for_variant(self, name: str) -> Config:
         """The config one run of train variant ``name`` trains with (base: train as written)."""
-        return from_mapping(with_variant(self.to_dict(), name))
+        return from_mapping(with_variant(self.to_dict(), name), warn=False)  # warned when self was built
 
     def run_sections(self, variant: str) -> dict[str, Any]:
         """What one training run of ``variant`` is given: its recipe without the sweep's grid keys (so adding a
@@ -465,14 +468,65 @@ def _check_placement(per_node: int, ranks: Mapping[str, list[int]]) -> None:
             )
 
 
+class ConfigWarning(UserWarning):
+    """A configuration that validates but will likely run worse than it could (the message names the key)."""
+
+
+def _warn_cluster_cpus(data: Mapping[str, Any], cpus_given: bool) -> None:
+    """Warn when cluster.cpus_per_task leaves a rank fewer cores than its loader workers (when the config sets
+    it: the local executor ignores the section) or than the model's published rates need at the measured rate."""
+    cpus, workers = data["cluster"]["cpus_per_task"], data["loader"]["workers"]
+    if cpus_given and cpus < workers + 1:
+        warnings.warn(
+            f"cluster.cpus_per_task is {cpus}, below loader.workers ({workers}) + 1 for the rank, so the "
+            f"workers and the rank share {cpus} cores; raise cluster.cpus_per_task to {workers + 1} or "
+            "lower loader.workers",
+            ConfigWarning,
+            stacklevel=3,
+        )
+    _warn_published_feed(data)
+
+
+def _warn_published_feed(data: Mapping[str, Any]) -> None:
+    """Warn when cluster.cpus_per_task is below 1 + the loader workers that the most demanding published rate of
+    train.model needs at cluster.loader_images_per_s_per_cpu (not checked when that is null)."""
+    from scalerepro.baselines import default_path
+    from scalerepro.data.feed import most_demanding
+
+    cluster, model, path = data["cluster"], data["train"]["model"], default_path()
+    per_cpu, cpus = cluster["loader_images_per_s_per_cpu"], cluster["cpus_per_task"]
+    if per_cpu is None:
+        return
+    if not path.is_file():
+        message = f"cluster.loader_images_per_s_per_cpu is set, but {path} is not found: cpus_per_task not checked"
+        warnings.warn(message, ConfigWarning, stacklevel=4)
+        return
+    need = most_demanding(path, model, per_cpu)
+    if need is None or cpus >= need["cpus_per_task"]:
+        return
+    workers = f" and loader.workers to {need['workers']}" if data["loader"]["workers"] < need["workers"] else ""
+    warnings.warn(
+        f"cluster.cpus_per_task is {cpus}, below the {need['cpus_per_task']} (1 for the rank + {need['workers']} "
+        f"loader workers) that feed {model} at {need['images_per_s_per_accelerator']:.0f} images/s per "
+        f"accelerator, the rate of {need['source']} in {path}, when one worker builds "
+        f"cluster.loader_images_per_s_per_cpu = {per_cpu:g} images/s; raise cluster.cpus_per_task to "
+        f"{need['cpus_per_task']}{workers}, or decode on the GPU (loader.decode: gpu)",
+        ConfigWarning,
+        stacklevel=4,
+    )
+
+
 def _section(cls: type, data: Mapping[str, Any]) -> Any:
     """Build a frozen section, lists turned into tuples."""
     return cls(**{f.name: tuple(v) if isinstance((v := data[f.name]), list) else v for f in fields(cls)})
 
 
-def from_mapping(raw: Mapping[str, Any], schema_path: str | None = None) -> Config:
-    """Validate a (possibly partial) config mapping and build the frozen Config."""
+def from_mapping(raw: Mapping[str, Any], schema_path: str | None = None, warn: bool = True) -> Config:
+    """Validate a (possibly partial) config mapping and build the frozen Config (``warn``: also warn about
+    what may be fine but likely is not, as :class:`ConfigWarning`)."""
     data = validate(raw, schema_path)
+    if warn:
+        _warn_cluster_cpus(data, "cpus_per_task" in (raw.get("cluster") or {}))
     return Config(
         dataset=_section(DatasetConfig, data["dataset"]),
         shard=_section(ShardConfig, data["shard"]),

@@ -110,3 +110,11 @@ def test_shard_without_jpegtran_stores_the_jpegs_as_they_are(tiny_dataset, tmp_p
     assert manifest["row_index"] == {"tool": None, "images": 0}
     data = bytes(ShardReader(tmp_path / "val" / manifest["shards"][0]["file"]).record(0)[0])
     assert row_index(data) is None
+
+
+@needs_jpegtran
+def test_shard_can_be_told_not_to_index_rows_where_jpegtran_is(tiny_dataset, tmp_path):
+    manifest = shard_split(tiny_dataset, "val", tmp_path / "val", 2, 0, row_index=False)
+    assert manifest["row_index"] == {"tool": None, "images": 0}
+    data = bytes(ShardReader(tmp_path / "val" / manifest["shards"][0]["file"]).record(0)[0])
+    assert row_index(data) is None

@@ -18,7 +18,16 @@ from scalerepro.data.augment import (
     dct_factor,
     random_resized_box,
 )
-from scalerepro.data.loader import MEAN, STD, BatchPool, ShardDataset, batches, epoch_indices, eval_indices
+from scalerepro.data.loader import (
+    MEAN,
+    STD,
+    BatchPool,
+    Outputs,
+    ShardDataset,
+    batches,
+    epoch_indices,
+    eval_indices,
+)
 from scalerepro.data.shards import node_shards
 from scalerepro.errors import UserError
 from scalerepro.mpi import Layout
@@ -177,7 +186,8 @@ def test_a_batch_kept_past_its_reuse_is_an_error_not_silent_corruption(tiny_shar
     ids = epoch_indices(data.counts, Layout(), 0, 0)[:48]
     loader = batches(data, ids, 8, TrainPipeline(16), 16, seed=0, epoch=0, workers=workers, drop_last=False)
     assert len(loader) == 6
-    assert len(loader.pool.buffers) == 2 * workers + 2
+    assert len(loader.pool.buffers) == 2 * workers + 1  # prefetch 2 per worker, plus the slot being copied out
+    assert loader.pool.buffers[0].dtype == torch.uint8
     seen = [b.images.sum().item() for b in loader]  # the usual loop: nothing kept, every batch its own pixels
     assert len(set(seen)) == 6
     assert loader.unpooled == 0  # every batch built in the pool, none in a fresh buffer
@@ -192,14 +202,23 @@ def test_pool_builds_a_batch_in_a_fresh_buffer_while_its_slot_is_still_held():
     assert slot == -1
     assert fresh.shape == (2, 3, 4, 4)
     assert all(fresh is not b for b in pool.buffers)
+    assert fresh.dtype == torch.uint8
     pool.release(0, 0)
     assert pool.take(3) == (0, pool.buffers[0])
-    view = pool.buffers[1][:1]
-    with pytest.raises(RuntimeError, match="batch 1's images"):
-        pool.release(1, 1)
-    del view
-    pool.release(1, 1)
     pool.release(2, -1)  # a fresh buffer: nothing to give back
+    assert pool.take(5)[0] == -1  # slot 2 still holds batch 2
+
+
+def test_cpu_outputs_refuse_reuse_of_a_batch_still_referenced():
+    outputs = Outputs((2, 3, 4, 4), torch.device("cpu"))
+    first, second = outputs.take(0), outputs.take(1)
+    assert first.dtype == torch.float32
+    assert first.data_ptr() != second.data_ptr()
+    view = first[:1]
+    with pytest.raises(RuntimeError, match=r"batch 0's images are still referenced.*clone\(\)"):
+        outputs.take(2)
+    del view
+    assert outputs.take(2).data_ptr() == first.data_ptr()
 
 
 @pytest.mark.faults
@@ -261,3 +280,26 @@ def test_shard_stage_load_round_trip(run_mpi, tiny_shards, tmp_path, ranks):
         assert labels == truth.labels(np.array(ids)).tolist()  # each image arrives with its own label
         assert sorted(i for r in per_rank for i in r["val"][epoch]["ids"]) == list(range(val_total))
     assert per_rank[0]["train"][0]["ids"] != per_rank[0]["train"][1]["ids"]  # reshuffled each epoch
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_gpu_decode_batches_match_cpu_batches_on_the_cpu(tiny_shards, workers):
+    from scalerepro.data.gpudecode import EvalCrops, TrainCrops
+
+    data = ShardDataset(tiny_shards / "train")
+    ids = epoch_indices(data.counts, Layout(), 0, 0)[:40]
+    kw = {"seed": 0, "epoch": 0, "drop_last": False, "workers": workers}
+    for cpu_pipe, crop_pipe in ((TrainPipeline(32), TrainCrops(32)), (EvalPipeline(32), EvalCrops(32))):
+        cpu = [b._replace(images=b.images.clone()) for b in batches(data, ids, 16, cpu_pipe, 32, **kw)]
+        gpu = list(batches(data, ids, 16, crop_pipe, 32, device=torch.device("cpu"), **kw))
+        assert [len(b.labels) for b in gpu] == [16, 16, 8]
+        for a, b in zip(cpu, gpu, strict=True):
+            assert torch.equal(a.ids, b.ids)
+            assert torch.equal(a.labels, b.labels)
+            assert b.images.dtype == torch.float32
+            levels = (a.images - b.images).abs().mean() * 255 * STD[0]  # back to 0-255 levels (roughly)
+            # The tiny set's small JPEGs are mostly decoded at 1/2 DCT scale on the CPU path, decoded whole here:
+            # 4.4 levels measured on average (tests/data/test_gpudecode.py bounds the pixels themselves).
+            assert levels < 8.0
+            other = (a.images - b.images.roll(1, dims=0)).abs().mean() * 255 * STD[0]  # another sample's pixels
+            assert other > 3 * levels

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -92,8 +93,19 @@ def test_cli_measures_both_loaders_in_one_run(tmp_path):
     assert all(r["images_per_s"] > 0 and r["peak_rss_mib"] > 0 for r in record["rows"])
     assert [r["pass"] for r in record["rows"] if r["workers"] == 1] == ["timed", "timed", "memory", "memory"]
     assert all(r["peak_pss_mib"] > 0 for r in record["rows"] if r["pass"] == "memory")
+    memory = {r["loader"]: r for r in record["rows"] if r["pass"] == "memory" and r["workers"] == 1}
+    assert 0 < memory["shards"]["shard_map_pss_mib"] < memory["shards"]["peak_pss_mib"]  # our workers map the shards
+    assert memory["torchvision"]["shard_map_pss_mib"] == 0
+    assert record["row_index"]["images"] == (30 if shutil.which("jpegtran") else 0)
+    assert all("pss_ratio_vs_torchvision" in r for r in record["summary"])
     assert "vs tv" in proc.stderr
     assert record["spec"]["scale"] == [0.08, 1.0]
+    assert "loader workers per accelerator to feed resnet50" in proc.stderr
+    needed = record["workers_needed"]
+    assert needed["per_worker"]["images_per_s_per_worker"] == min(
+        r["images_per_s_per_worker"] for r in record["summary"] if r["loader"] == "shards"
+    )
+    assert any(r["source"].startswith("Ying et al. 2018") and r["cpus_per_task"] >= 2 for r in needed["rows"])
 
 
 def test_cli_refuses_a_bad_scale(tmp_path):

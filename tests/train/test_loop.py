@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -72,6 +73,18 @@ def test_two_rank_run_logs_events_and_record(run_mpi, tiny_shards, tmp_path):
     steps = [e for e in read_events(out / "events.jsonl") if e["key"] == "step"]
     assert len(steps) == 2 * 4  # 120 samples / 2 ranks / 16 per batch = 4 steps per epoch
     assert {"data_s", "fwd_bwd_s", "allreduce_s", "optimizer_s"} <= set(steps[0]["metadata"])
+
+
+@pytest.mark.mpi
+def test_decode_gpu_trains_and_evaluates_through_the_crops_path(run_mpi, tiny_shards, tmp_path):
+    out = tmp_path / "run"
+    run_mpi(1, train_args(tiny_shards, out, "train.epochs=1", "train.width=8", "loader.decode=gpu"))
+    keys = [e["key"] for e in read_events(out / "events.jsonl")]
+    assert keys[-1] == "run_stop"
+    assert keys.count("eval_accuracy") == 1
+    losses = [e["metadata"]["loss"] for e in read_events(out / "events.jsonl") if e["key"] == "step"]
+    assert losses
+    assert all(math.isfinite(x) for x in losses)
 
 
 @pytest.mark.mpi

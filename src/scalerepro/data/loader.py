@@ -9,18 +9,21 @@ job can reach, so ranks see disjoint samples and all take the same number
 of steps. Evaluation gives every sample to exactly one rank, with no padding.
 
 A worker process builds a whole batch: it decodes each JPEG (at a reduced
-DCT scale where the crop allows) and resizes the crop in uint8
-(:mod:`scalerepro.data.augment`), flips, and normalises each image
-straight into its row of a float32 batch buffer while the image is still
-in cache (a whole-batch pass measured 3.5x slower). The buffers are a
-:class:`BatchPool` in shared memory, made before the workers start and
-reused round-robin, so a batch is neither collated, copied nor sent: a
-worker sends its slot number and the labels. A fresh shared buffer per
-batch (what ``default_collate`` does) cost 0.58 ms per 224 px image in
-allocation and page faults, against 0.06 ms to normalise into a warm one.
-The price is the contract of every buffer-reusing loader (FFCV, DALI): a
-batch is valid until the one after next is drawn, and a batch still
-referenced then is an error, not silent corruption (:class:`Batches`).
+DCT scale where the crop allows), resizes the crop in uint8
+(:mod:`scalerepro.data.augment`) and flips it, into its row of a uint8
+batch buffer. The buffers are a :class:`BatchPool` in shared memory, made
+before the workers start and reused round-robin, so a batch is neither
+collated, copied nor sent: a worker sends its slot number and the labels.
+The rank turns the uint8 batch into float32 ImageNet-normalised images on
+its own device (:class:`Batches`): on a GPU after a copy of a quarter of the
+bytes, on the CPU in one of two float buffers it reuses (0.09 ms per 224 px
+image; into a fresh buffer, 0.43 ms: page faults). Keeping the pool in
+uint8 makes it a quarter of a float pool's size (ImageNet at batch 64: 9.2
+MiB a slot, not 36.8), which is what brought the loader's peak memory below
+torchvision's (``scalerepro bench-loader``). The price of the reused float
+buffers is the contract of every buffer-reusing loader (FFCV, DALI): on the
+CPU a batch is valid until the one after next is drawn, and a batch still
+referenced then is an error, not silent corruption.
 """
 
 from __future__ import annotations
@@ -29,7 +32,6 @@ import ctypes
 import math
 import signal
 import sys
-from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -39,6 +41,7 @@ import numpy.typing as npt
 import torch
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
+from scalerepro.data.gpudecode import EvalCrops, PackedCrops, TrainCrops, decode_batch
 from scalerepro.data.shards import ShardReader, node_shards, open_shards, read_manifest
 from scalerepro.errors import UserError
 from scalerepro.mpi import Layout
@@ -47,7 +50,7 @@ PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
 
-Pipeline = Callable[[memoryview, np.random.Generator], torch.Tensor]
+Pipeline = Callable[[memoryview, np.random.Generator], torch.Tensor] | TrainCrops | EvalCrops
 
 
 class Batch(NamedTuple):
@@ -138,7 +141,7 @@ SCALE = torch.tensor([1 / (255.0 * s) for s in STD], dtype=torch.float32).view(3
 SHIFT = torch.tensor([-m / s for m, s in zip(MEAN, STD, strict=True)], dtype=torch.float32).view(3, 1, 1)
 
 
-def batch_tensor(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+def batch_tensor(shape: tuple[int, ...], dtype: torch.dtype = torch.uint8) -> torch.Tensor:
     """An uninitialised tensor; in a loader worker, in shared memory (as default_collate does), so no copy follows."""
     if get_worker_info() is None:
         return torch.empty(shape, dtype=dtype)
@@ -147,10 +150,20 @@ def batch_tensor(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
     return torch.empty(0, dtype=dtype).new(storage).view(shape)
 
 
-def normalise_into(dst: torch.Tensor, image: torch.Tensor) -> None:
-    """uint8 (3, H, W) -> float32 ImageNet-normalised, written into ``dst`` while the image is still in cache."""
-    dst.copy_(image)
-    dst.mul_(SCALE).add_(SHIFT)
+def normalise_into(dst: torch.Tensor, images: torch.Tensor) -> None:
+    """uint8 (..., 3, H, W) -> float32 ImageNet-normalised, written into ``dst`` (on ``dst``'s device).
+
+    On the CPU in NumPy, on one thread: torch's two intra-op threads spent 22 ms of CPU on a batch of 64 224-px
+    images against 7 ms on one (they spin while they wait), taken from the loader workers on the same cores.
+    """
+    if dst.device.type == "cpu":
+        out = dst.numpy()
+        np.copyto(out, images.numpy())
+        np.multiply(out, SCALE.numpy(), out=out)
+        np.add(out, SHIFT.numpy(), out=out)
+        return
+    dst.copy_(images, non_blocking=True)
+    dst.mul_(SCALE.to(dst.device, non_blocking=True)).add_(SHIFT.to(dst.device, non_blocking=True))
 
 
 def storage_refs(t: torch.Tensor) -> int:
@@ -159,41 +172,62 @@ def storage_refs(t: torch.Tensor) -> int:
 
 
 class BatchPool:
-    """Batch buffers in shared memory, made by the consumer before its workers start: batch b fills slot b mod slots.
+    """uint8 batch buffers in shared memory, made by the consumer before its workers start: batch b fills slot
+    b mod slots.
 
     ``released[s]`` is the last batch the consumer gave back from slot s; a
     worker fills slot s with batch b only once batch b - slots is released,
     and otherwise (it never happens while the DataLoader keeps at most
-    ``slots - 2`` batches in flight) builds that batch in a fresh buffer.
+    ``slots - 1`` batches in flight) builds that batch in a fresh buffer.
     """
 
     def __init__(self, slots: int, shape: tuple[int, ...], shared: bool = True) -> None:
-        """``slots`` buffers of ``shape`` float32, none filled yet; in shared memory if worker processes fill them."""
+        """``slots`` buffers of ``shape`` uint8, none filled yet; in shared memory if worker processes fill them."""
         share: Callable[[torch.Tensor], torch.Tensor] = (
             (lambda t: t.share_memory_()) if shared else (lambda t: t)  # type: ignore[no-untyped-call]  # torch leaves share_memory_ unannotated
         )
-        self.buffers = [share(torch.empty(shape, dtype=torch.float32)) for _ in range(slots)]
+        self.buffers = [share(torch.empty(shape, dtype=torch.uint8)) for _ in range(slots)]
         self.released = share(torch.arange(-slots, 0, dtype=torch.int64))
-        self.refs = [storage_refs(b) for b in self.buffers]
 
     def take(self, b: int) -> tuple[int, torch.Tensor]:
         """(slot, buffer) to build batch ``b`` in: its pool slot if free, else (-1, a fresh shared buffer)."""
         slot = b % len(self.buffers)
         if int(self.released[slot]) >= b - len(self.buffers):
             return slot, self.buffers[slot]
-        return -1, batch_tensor(tuple(self.buffers[0].shape), torch.float32)
+        return -1, batch_tensor(tuple(self.buffers[0].shape))
 
     def release(self, b: int, slot: int) -> None:
-        """The consumer is done with batch ``b`` (in ``slot``; -1: not pooled); it must hold no view of it."""
-        if slot < 0:
-            return
+        """The consumer has copied batch ``b`` out of ``slot`` (-1: not pooled): a worker may refill it."""
+        if slot >= 0:
+            self.released[slot] = b
+
+
+class Outputs:
+    """Where the rank's normalised batches go: on the CPU, two float32 buffers used in turn (batch b in buffer
+    b mod 2), checked free before reuse; on a GPU, a fresh tensor per batch (its caching allocator reuses the
+    memory)."""
+
+    def __init__(self, shape: tuple[int, ...], device: torch.device) -> None:
+        """Buffers of ``shape`` float32 on ``device``, made on first use."""
+        self.shape, self.device = shape, device
+        self.buffers: list[torch.Tensor] = []
+        self.refs: list[int] = []
+
+    def take(self, b: int) -> torch.Tensor:
+        """The tensor batch ``b``'s images go into; on the CPU an error if batch b - 2's are still referenced."""
+        if self.device.type != "cpu":
+            return torch.empty(self.shape, dtype=torch.float32, device=self.device)
+        if len(self.buffers) < 2:
+            self.buffers.append(torch.empty(self.shape, dtype=torch.float32))
+            self.refs.append(storage_refs(self.buffers[-1]))
+        slot = b % 2
         if storage_refs(self.buffers[slot]) != self.refs[slot]:
             raise RuntimeError(
-                f"batch {b}'s images are still referenced two batches later, but the loader reuses "
+                f"batch {b - 2}'s images are still referenced two batches later, but the loader reuses "
                 "its buffers (a batch is valid until the one after next is drawn); clone() what "
                 "you keep"
             )
-        self.released[slot] = b
+        return self.buffers[slot]
 
 
 class Filled(NamedTuple):
@@ -204,6 +238,7 @@ class Filled(NamedTuple):
     rows: int  # how many of the buffer's rows hold this batch's images
     labels: torch.Tensor
     ids: torch.Tensor
+    crops: PackedCrops | None = None  # decode: gpu: the compressed crops, for the rank to decode
 
 
 class BatchDataset(Dataset[Filled]):
@@ -227,13 +262,15 @@ class BatchDataset(Dataset[Filled]):
         return len(self.batches)
 
     def __getitem__(self, b: int) -> Filled:
-        """Decode, augment and normalise batch ``b`` into its buffer."""
+        """Decode and augment batch ``b`` into its uint8 buffer (or, given a crop pipeline, pack its crops)."""
         ids = self.batches[b]
+        if isinstance(self.pipeline, TrainCrops | EvalCrops):
+            return self.crops(b)
         slot, images = self.pool.take(b)
         labels = np.empty(len(ids), dtype=np.int64)
         for j, sample in enumerate(ids):
             data, labels[j] = self.data.record(int(sample))
-            normalise_into(images[j], self.pipeline(data, np.random.default_rng([self.seed, self.epoch, int(sample)])))
+            images[j].copy_(self.pipeline(data, np.random.default_rng([self.seed, self.epoch, int(sample)])))
         return Filled(
             slot,
             None if slot >= 0 else images,
@@ -242,16 +279,28 @@ class BatchDataset(Dataset[Filled]):
             torch.from_numpy(np.asarray(ids, dtype=np.int64)),
         )
 
+    def crops(self, b: int) -> Filled:
+        """Batch ``b``'s compressed crops, packed for the rank to decode (``loader.decode: gpu``)."""
+        ids, pipeline = self.batches[b], self.pipeline
+        assert isinstance(pipeline, TrainCrops | EvalCrops)
+        labels, crops = np.empty(len(ids), dtype=np.int64), []
+        for j, sample in enumerate(ids):
+            data, labels[j] = self.data.record(int(sample))
+            crops.append(pipeline(data, np.random.default_rng([self.seed, self.epoch, int(sample)])))
+        ids_t = torch.from_numpy(np.asarray(ids, dtype=np.int64))
+        return Filled(-1, None, len(ids), torch.from_numpy(labels), ids_t, PackedCrops.pack(crops))
+
 
 class Batches:
-    """The batches of one pass, in order, as views of the pool's buffers.
+    """The batches of one pass, in order, normalised on ``device``.
 
-    Each is valid until the one after next is drawn.
+    On the CPU each is valid until the one after next is drawn.
     """
 
-    def __init__(self, loader: DataLoader[Filled], pool: BatchPool) -> None:
+    def __init__(self, loader: DataLoader[Filled], pool: BatchPool, device: torch.device) -> None:
         """Wrap a DataLoader over a :class:`BatchDataset` filling ``pool``."""
         self.loader, self.pool = loader, pool
+        self.outputs = Outputs(tuple(pool.buffers[0].shape), device)
         self.unpooled = 0  # batches of the last pass that were built outside the pool
 
     def __len__(self) -> int:
@@ -259,17 +308,23 @@ class Batches:
         return len(self.loader)
 
     def __iter__(self) -> Iterator[Batch]:
-        """As batch b is drawn, release batch b - 2, then ask for b (which hands batch b + in-flight to a worker)."""
-        held: deque[tuple[int, int]] = deque()
+        """Ask for batch b, normalise it out of its uint8 slot onto the device, and give the slot back."""
         it, self.unpooled = iter(self.loader), 0
         for b in range(len(self.loader)):
-            if len(held) == 2:
-                self.pool.release(*held.popleft())
             filled = next(it)
-            held.append((b, filled.slot))
+            if filled.crops is not None:
+                size = self.pool.buffers[0].shape[-1]
+                yield Batch(
+                    decode_batch(filled.crops, size, self.outputs.device, filled.ids), filled.labels, filled.ids
+                )
+                continue
             self.unpooled += filled.slot < 0
-            images = filled.images if filled.slot < 0 else self.pool.buffers[filled.slot]
-            yield Batch(images[: filled.rows], filled.labels, filled.ids)
+            pixels = filled.images if filled.slot < 0 else self.pool.buffers[filled.slot]
+            assert pixels is not None  # a fresh buffer travels in Filled.images
+            images = self.outputs.take(b)[: filled.rows]
+            normalise_into(images, pixels[: filled.rows])
+            self.pool.release(b, filled.slot)
+            yield Batch(images, filled.labels, filled.ids)
 
 
 def split_batches(ids: npt.NDArray[np.int64], batch: int, drop_last: bool) -> list[npt.NDArray[np.int64]]:
@@ -290,15 +345,19 @@ def batches(
     workers: int,
     drop_last: bool,
     prefetch: int = 2,
+    device: torch.device | None = None,
 ) -> Batches:
-    """Batches of ``ids`` in order (shuffling is :func:`epoch_indices`'s), built in ``workers`` processes.
+    """Batches of ``ids`` in order (shuffling is :func:`epoch_indices`'s), built in ``workers`` processes and
+    normalised on ``device`` (default: the CPU). A crop pipeline (:class:`TrainCrops`, :class:`EvalCrops`) has
+    the workers hand compressed crops, which are decoded on ``device`` (``loader.decode: gpu``).
 
-    A batch is valid until the one after next is drawn (its buffer is then
-    refilled); keeping it longer raises, so ``clone()`` what you keep.
+    On the CPU a batch is valid until the one after next is drawn (its buffer
+    is then refilled); keeping it longer raises, so ``clone()`` what you keep.
     """
     extra: dict[str, Any] = {"prefetch_factor": prefetch, "worker_init_fn": _init_worker} if workers else {}
     chunks = split_batches(ids, batch, drop_last)
-    pool = BatchPool(workers * prefetch + 2, (min(batch, len(ids)) or 1, 3, size, size), shared=workers > 0)
+    rows = 1 if isinstance(pipeline, TrainCrops | EvalCrops) else min(batch, len(ids)) or 1  # crops: pool unused
+    pool = BatchPool(workers * prefetch + 1, (rows, 3, size, size), shared=workers > 0)
     loader = DataLoader(
         BatchDataset(data, chunks, pipeline, pool, seed, epoch),
         batch_size=None,
@@ -306,7 +365,7 @@ def batches(
         num_workers=workers,
         **extra,
     )
-    return Batches(loader, pool)
+    return Batches(loader, pool, device or torch.device("cpu"))
 
 
 def _init_worker(_worker_id: int) -> None:

@@ -8,14 +8,25 @@ batches built by the same number of worker processes. torchvision reads
 each JPEG from its file; ours reads the staged shards, memory-mapped.
 Loaders alternate within a repetition so drift on a shared machine hits
 both; throughput counts the images after the first batch (worker start-up
-excluded). Peak memory (RSS and PSS summed over the process tree) comes
-from one more pass per loader and worker count, after the timed ones: the
-page walk behind PSS took CPU from the workers and cut the 2-worker
-throughput by about a fifth, so timed passes sample only RSS (cheap).
+excluded). The consumer touches every page of each batch (one float per 4
+KiB), as a training step reads its input: a batch nobody reads is never
+faulted into the consumer, which would hide a loader's batches from its
+memory. Peak memory (RSS and PSS summed over the process tree) comes from
+one more pass per loader and worker count, after the timed ones, each in a
+fresh process (so neither loader carries the other's or an earlier pass's
+freed memory): the page walk behind PSS took CPU from the workers and cut
+the 2-worker throughput by about a fifth, so timed passes sample only RSS
+(cheap). PSS divides a page among the processes that map it, so the staged
+shards, mapped by the workers, count once per node (once per run here, with
+one rank), as the node's copy of the data; torchvision's JPEGs sit in the
+page cache, which no process's PSS counts, so ours carries the data and
+torchvision's does not: the ``shard map`` column says how much of our PSS
+it is.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import statistics
 import threading
 import time
@@ -71,27 +82,30 @@ def bench_dataset(work: Path, images: int, seed: int) -> Path:
     return folder
 
 
-def staged_shards(dataset: Path, work: Path, stage_root: str, seed: int) -> Path:
-    """Shard the benchmark's train split (8 shards; row-indexed where jpegtran is installed) and stage it."""
-    shards = work / f"{dataset.name}-shards{'-rows' if jpegtran() else ''}" / "train"
+def staged_shards(dataset: Path, work: Path, stage_root: str, seed: int, row_index: bool = True) -> Path:
+    """Shard the benchmark's train split (8 shards; row-indexed where jpegtran is installed, unless ``row_index``
+    is off) and stage it (the two kinds into separate folders of ``stage_root``)."""
+    kind = "rows" if row_index and jpegtran() else "whole"
+    shards = work / f"{dataset.name}-shards{'-rows' if kind == 'rows' else ''}" / "train"
     if not (shards / "manifest.json").is_file():
-        shard_split(dataset, "train", shards, 8, seed)
-    return Path(stage_split(shards, stage_root)["dest"])
+        shard_split(dataset, "train", shards, 8, seed, row_index=kind == "rows")
+    return Path(stage_split(shards, str(Path(stage_root) / kind))["dest"])
 
 
 class PeakMemory:
     """Samples the summed RSS (cheap, every ``interval_s``) and PSS (a page walk, every ``pss_every``-th
     sample; never if 0) of this process and its children (the workers) in a thread; keeps the peaks."""
 
-    def __init__(self, interval_s: float = 0.05, pss_every: int = 10) -> None:
-        """Start sampling."""
+    def __init__(self, interval_s: float = 0.05, pss_every: int = 10, mapped: str = "") -> None:
+        """Start sampling; with PSS also the PSS of mappings of files under ``mapped`` (if given; its peak)."""
         self.interval_s, self.pss_every, self.rss, self.pss = interval_s, pss_every, 0, 0
+        self.mapped, self.map_pss = mapped, 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _sample(self, with_pss: bool) -> None:
-        """One sample of the tree's summed RSS (and PSS)."""
+        """One sample of the tree's summed RSS (and PSS, and the PSS of mappings of ``mapped``)."""
         me = psutil.Process()
         rss = pss = 0
         for proc in [me, *me.children(recursive=True)]:
@@ -101,6 +115,8 @@ class PeakMemory:
                     pss += getattr(proc.memory_full_info(), "pss", 0)
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
+        if with_pss and self.mapped:
+            self.map_pss = max(self.map_pss, mapped_pss(me, self.mapped))
         self.rss, self.pss = max(self.rss, rss), max(self.pss, pss)
 
     def _run(self) -> None:
@@ -115,7 +131,27 @@ class PeakMemory:
         """Stop; peaks in MiB."""
         self._stop.set()
         self._thread.join()
-        return {"peak_rss_mib": self.rss / 2**20, "peak_pss_mib": self.pss / 2**20}
+        return {
+            "peak_rss_mib": self.rss / 2**20,
+            "peak_pss_mib": self.pss / 2**20,
+            "shard_map_pss_mib": self.map_pss / 2**20,
+        }
+
+
+def mapped_pss(root: psutil.Process, folder: str) -> int:
+    """PSS of the mappings of files under ``folder`` summed over ``root`` and its children (bytes)."""
+    total = 0
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            total += sum(m.pss for m in proc.memory_maps(grouped=True) if m.path.startswith(folder))
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return total
+
+
+def touch(images: torch.Tensor) -> float:
+    """Read one float per 4 KiB page of a batch, as a consumer would (faults its pages into this process)."""
+    return float(images.reshape(-1)[:: 4096 // images.element_size()].sum())
 
 
 def torchvision_loader(dataset: Path, spec: LoaderBenchSpec, workers: int, epoch: int) -> Iterable[Any]:
@@ -159,12 +195,14 @@ def shard_loader(staged: Path, spec: LoaderBenchSpec, workers: int, epoch: int) 
     )
 
 
-def measure(make: Callable[[], Iterable[Any]], pss: bool = False) -> dict[str, float]:
-    """One pass over a loader: images/s after the first batch, start-up time and peak memory (PSS too if ``pss``)."""
-    memory = PeakMemory(pss_every=10 if pss else 0)
+def measure(make: Callable[[], Iterable[Any]], pss: bool = False, mapped: str = "") -> dict[str, float]:
+    """One pass over a loader: images/s after the first batch, start-up time and peak memory (PSS too if ``pss``,
+    and how much of it maps files under ``mapped``)."""
+    memory = PeakMemory(pss_every=1 if pss else 0, mapped=mapped)
     t0 = time.perf_counter()
     first_at, images = None, 0
     for item in make():
+        touch(item[0])
         n = len(item[1])
         if first_at is None:
             first_at = time.perf_counter()
@@ -181,28 +219,53 @@ def measure(make: Callable[[], Iterable[Any]], pss: bool = False) -> dict[str, f
     }
 
 
+def make_loader(loader: str, spec: LoaderBenchSpec, dataset: Path, staged: Path, workers: int, epoch: int) -> Any:
+    """A fresh pass of ``loader`` (one of LOADERS)."""
+    if loader == "shards":
+        return shard_loader(staged, spec, workers, epoch)
+    return torchvision_loader(dataset, spec, workers, epoch)
+
+
+def _memory_child(conn: Any, loader: str, spec: LoaderBenchSpec, dataset: Path, staged: Path, workers: int) -> None:
+    """In a fresh process: one pass of ``loader`` with PSS sampled; the result goes back through ``conn``."""
+    conn.send(measure(partial(make_loader, loader, spec, dataset, staged, workers, spec.reps), True, str(staged)))
+    conn.close()
+
+
+def memory_pass(loader: str, spec: LoaderBenchSpec, dataset: Path, staged: Path, workers: int) -> dict[str, float]:
+    """One pass of ``loader`` in a fresh (spawned) process, PSS sampled; its throughput, start-up and peaks."""
+    ctx = multiprocessing.get_context("spawn")
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_memory_child, args=(send, loader, spec, dataset, staged, workers))
+    child.start()
+    send.close()
+    try:
+        result: dict[str, float] = receive.recv()
+    except EOFError:
+        child.join()
+        raise RuntimeError(f"the {loader} memory pass died (exit code {child.exitcode})") from None
+    child.join()
+    return result
+
+
 def run(
     spec: LoaderBenchSpec, dataset: Path, staged: Path, progress: Callable[[str], None] | None = None
 ) -> list[dict[str, Any]]:
     """Every (workers, repetition, loader) timed pass, loaders alternating first within a repetition, then
-    one memory pass per (workers, loader)."""
-    makers = {
-        "shards": lambda w, e: shard_loader(staged, spec, w, e),
-        "torchvision": lambda w, e: torchvision_loader(dataset, spec, w, e),
-    }
+    one memory pass per (workers, loader), each in a fresh process."""
     rows = []
     for workers in spec.workers:
         for rep in range(spec.reps):
             order = LOADERS if rep % 2 == 0 else LOADERS[::-1]
             for loader in order:
-                result = measure(partial(makers[loader], workers, rep))
+                result = measure(partial(make_loader, loader, spec, dataset, staged, workers, rep))
                 rows.append({"loader": loader, "workers": workers, "rep": rep, "pass": "timed", **result})
                 if progress:
                     progress(
                         f"workers={workers} rep={rep + 1}/{spec.reps} {loader}: {result['images_per_s']:.1f} images/s"
                     )
         for loader in LOADERS:
-            result = measure(partial(makers[loader], workers, spec.reps), pss=True)
+            result = memory_pass(loader, spec, dataset, staged, workers)
             rows.append({"loader": loader, "workers": workers, "rep": spec.reps, "pass": "memory", **result})
             if progress:
                 progress(f"workers={workers} memory pass {loader}: peak PSS {result['peak_pss_mib']:.0f} MiB")
@@ -220,7 +283,10 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             memory = [r for r in mine if r["pass"] == "memory"]
             med[loader] = {
                 **{k: statistics.median(r[k] for r in timed) for k in ("images_per_s", "startup_s")},
-                **{k: statistics.median(r[k] for r in memory) for k in ("peak_rss_mib", "peak_pss_mib")},
+                **{
+                    k: statistics.median(r.get(k, 0.0) for r in memory)
+                    for k in ("peak_rss_mib", "peak_pss_mib", "shard_map_pss_mib")
+                },
             }
         for loader in LOADERS:
             m = med[loader]
@@ -231,6 +297,7 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     **m,
                     "images_per_s_per_worker": m["images_per_s"] / max(1, workers),
                     "ratio_vs_torchvision": m["images_per_s"] / med["torchvision"]["images_per_s"],
+                    "pss_ratio_vs_torchvision": m["peak_pss_mib"] / med["torchvision"]["peak_pss_mib"],
                 }
             )
     return out
@@ -241,13 +308,13 @@ def format_summary(summary: list[dict[str, Any]]) -> str:
     lines = [
         (
             f"{'workers':>7} {'loader':>12} {'images/s':>9} {'per worker':>10} {'vs tv':>6} "
-            f"{'startup s':>9} {'peak RSS MiB':>12} {'peak PSS MiB':>12}"
+            f"{'startup s':>9} {'peak RSS MiB':>12} {'peak PSS MiB':>12} {'vs tv':>6} {'of it shard map':>15}"
         )
     ]
     lines.extend(
         f"{r['workers']:>7} {r['loader']:>12} {r['images_per_s']:>9.1f} {r['images_per_s_per_worker']:>10.1f} "
         f"{r['ratio_vs_torchvision']:>5.2f}x {r['startup_s']:>9.2f} {r['peak_rss_mib']:>12.0f} "
-        f"{r['peak_pss_mib']:>12.0f}"
+        f"{r['peak_pss_mib']:>12.0f} {r['pss_ratio_vs_torchvision']:>5.2f}x {r['shard_map_pss_mib']:>15.0f}"
         for r in summary
     )
     return "\n".join(lines)

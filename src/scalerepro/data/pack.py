@@ -233,15 +233,21 @@ class _Packer:
     A finished shard's record lets a retry keep it (:meth:`kept`)."""
 
     def __init__(
-        self, root: Path, total: int, skip_bad: bool, threads: int, progress: Callable[[int, int], None] | None
+            self,
+        root: Path,
+        total: int,
+        skip_bad: bool,
+        threads: int,
+        progress: Callable[[int, int], None] | None,
+        row_index: bool = True,
     ) -> None:
-        """Start empty tallies."""
+        """Start empty tallies; index JPEG rows with jpegtran where it is installed, unless ``row_index`` is off."""
         self.root, self.total, self.skip_bad, self.threads, self.progress = root, total, skip_bad, threads, progress
         self.source = hashlib.sha256()
         self.counts: dict[str, int] = {}
         self.skipped: list[dict[str, str]] = []
         self.done = 0
-        self.tool = jpegtran()
+        self.tool = jpegtran() if row_index else None
         self.row_indexed = 0
         self.kept_shards = 0
         self.packed_images = 0
@@ -380,16 +386,18 @@ def shard_split(
     skip_bad: bool = False,
     progress: Callable[[int, int], None] | None = None,
     threads: int | None = None,
+    row_index: bool = True,
 ) -> dict[str, Any]:
     """Shard one split of ``root`` into ``out`` on ``threads`` threads (default: the usable CPUs); write and
-    return the manifest. Shards an earlier, interrupted attempt finished for the same plan are kept."""
+    return the manifest. Shards an earlier, interrupted attempt finished for the same plan are kept.
+    ``row_index=False`` leaves the JPEGs as they are even where jpegtran is installed."""
     t0 = time.perf_counter()
     classes = read_classes(root)
     samples = list_samples(root, split, classes)
     out.mkdir(parents=True, exist_ok=True)
     parts = assign(samples, shards, seed)
     _remove_partials(out, {shard_name(k) for k in range(len(parts))})  # a manifest must never describe partial work
-    packer = _Packer(root, len(samples), skip_bad, threads or len(usable_cpus()), progress)
+    packer = _Packer(root, len(samples), skip_bad, threads or len(usable_cpus()), progress, row_index)
     entries = []
     with ThreadPoolExecutor(max_workers=packer.threads) as pool:
         for k, part in enumerate(parts):

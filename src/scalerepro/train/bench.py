@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -149,25 +148,6 @@ def summarise(rows: list[dict[str, Any]], spec: TrainBenchSpec, world: int) -> d
         "step_s": step_s,
         "allreduce_share": comm_s / step_s,
     }
-
-
-def published_per_accelerator(path: Path, model: str) -> list[dict[str, Any]]:
-    """Published images/s per accelerator for ``model`` from a baselines file (the entries that give a rate)."""
-    from scalerepro.baselines import load_baselines
-
-    frame = load_baselines(path)
-    if "model" not in frame.columns:
-        return []
-    rows = frame[(frame["model"] == model) & frame["images_per_s"].notna() & frame["accelerators"].notna()]
-    return [
-        {
-            "work": r["work"],
-            "hardware": r.get("hardware"),
-            "cite": r.get("cite"),
-            "images_per_s_per_accelerator": float(r["images_per_s"]) / float(r["accelerators"]),
-        }
-        for _, r in rows.iterrows()
-    ]
 
 
 def format_summary(s: dict[str, Any]) -> str:

@@ -24,6 +24,7 @@ from scalerepro.comm import allreduce
 from scalerepro.comm.context import Context
 from scalerepro.config import Config, TrainConfig
 from scalerepro.data.augment import EvalPipeline, TrainPipeline
+from scalerepro.data.gpudecode import EvalCrops, TrainCrops
 from scalerepro.data.loader import ShardDataset, batches, epoch_indices, eval_indices, samples_per_rank
 from scalerepro.errors import UserError
 from scalerepro.io import write_json_atomic
@@ -182,13 +183,16 @@ class Session:
             self.train_data,
             ids,
             cfg.batch_per_rank,
-            TrainPipeline(cfg.image_size, lc.crop_scale),
+            TrainCrops(cfg.image_size, lc.crop_scale)
+            if lc.decode == "gpu"
+            else TrainPipeline(cfg.image_size, lc.crop_scale),
             cfg.image_size,
             seed=cfg.seed,
             epoch=epoch,
             workers=lc.workers,
             drop_last=False,
             prefetch=lc.prefetch,
+            device=self.trainer.device,
         )
         t_epoch, images = time.perf_counter(), 0
         for wait, (x, y, _) in timed(loader):
@@ -348,13 +352,14 @@ def evaluate(
             data,
             eval_indices(data.local_ids(), layout),
             2 * spec.train.batch_per_rank,
-            EvalPipeline(size, lc.eval_crop_fraction),
+            EvalCrops(size, lc.eval_crop_fraction) if lc.decode == "gpu" else EvalPipeline(size, lc.eval_crop_fraction),
             size,
             seed=0,
             epoch=0,
             workers=lc.workers,
             drop_last=False,
             prefetch=lc.prefetch,
+            device=trainer.device,
         ):
             x, y = x.to(trainer.device), y.to(trainer.device)
             top = model(x).topk(min(5, outputs), dim=1).indices

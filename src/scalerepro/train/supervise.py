@@ -102,6 +102,9 @@ def supervise(cmd: list[str], run_dir: Path) -> int:
             watch.poll(POLL_S)
         code = child.returncode
         ended = time.monotonic()
+        if watch.first_at is None:  # a rank that went in the launcher's last poll interval, or whose pidfd was late
+            watch.refresh()
+            watch.poll(0)
     finally:
         watch.close()
         for s, handler in previous.items():
@@ -121,7 +124,7 @@ def report(code: int, watch: Watch, ended: float, run_dir: Path) -> str:
     status = f"exit code {code}" if code > 0 else f"killed by {signal.Signals(-code).name}"
     if watch.first_at is not None:  # set together with watch.first
         who = ", ".join(f"rank {p['rank']} (pid {p['pid']} on {p['host']})" for p in watch.first)
-        lead = f"the job failed ({status}) {ended - watch.first_at:.2f} s after {who} exited first"
+        lead = f"the job failed ({status}) {max(0.0, ended - watch.first_at):.2f} s after {who} exited first"
     else:
         lead = (
             f"the job failed ({status}); no rank on this host exited before the launcher "

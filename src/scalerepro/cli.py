@@ -857,8 +857,8 @@ def parser() -> argparse.ArgumentParser:
         description="Generates ImageNet-sized JPEGs once (400-500 px, quality 90), shards and stages "
         "them, then times both loaders with the same RandomResizedCrop + flip + normalise "
         "and worker count: images/s (per worker) and start-up, medians over "
-        "repetitions, then peak RSS/PSS of the process tree from one more pass each "
-        "(the PSS page walk would slow the timed passes).",
+        "repetitions, then peak RSS/PSS of the process tree, the median of as many passes again, each "
+        "in a fresh process (the PSS page walk would slow the timed passes).",
     )
     s.add_argument(
         "--work",

@@ -93,9 +93,12 @@ def test_cli_measures_both_loaders_in_one_run(tmp_path):
     assert all(r["images_per_s"] > 0 and r["peak_rss_mib"] > 0 for r in record["rows"])
     assert [r["pass"] for r in record["rows"] if r["workers"] == 1] == ["timed", "timed", "memory", "memory"]
     assert all(r["peak_pss_mib"] > 0 for r in record["rows"] if r["pass"] == "memory")
+    assert {r["start_method"] for r in record["rows"] if r["pass"] == "memory"} == {"fork"}  # as a rank's workers
     memory = {r["loader"]: r for r in record["rows"] if r["pass"] == "memory" and r["workers"] == 1}
-    assert 0 < memory["shards"]["shard_map_pss_mib"] < memory["shards"]["peak_pss_mib"]  # our workers map the shards
-    assert memory["torchvision"]["shard_map_pss_mib"] == 0
+    jpegs = sum(f.stat().st_size for f in (tmp_path / "work").rglob("*.JPEG") if "/train/" in str(f))
+    assert memory["torchvision"]["data_mib"] == pytest.approx(jpegs / 2**20)
+    assert 0.5 * jpegs < memory["shards"]["data_mib"] * 2**20 < 2 * jpegs  # the same JPEGs, packed
+    assert "data MiB" in proc.stderr
     assert record["row_index"]["images"] == (30 if shutil.which("jpegtran") else 0)
     assert all("pss_ratio_vs_torchvision" in r for r in record["summary"])
     assert "vs tv" in proc.stderr

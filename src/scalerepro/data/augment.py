@@ -90,23 +90,29 @@ def centre_box(height: int, width: int, size: int, resize: int) -> Box:
     return (round(top * sy), round(left * sx), max(1, round(size * sy)), max(1, round(size * sx)))
 
 
+def cut_rows(data: memoryview | bytes, height: int, top: int, bottom: int) -> tuple[memoryview | bytes, int, int]:
+    """The MCU rows of a row-indexed JPEG (``height`` rows) that rows [top, bottom) need, as a smaller JPEG, with
+    its height and the image row it starts at; any other JPEG, or rows that need all of it: (data, height, 0)."""
+    raw = bytes(data) if has_row_index(data) else None  # jpegrows parses bytes (a no-op copy for bytes)
+    rows = row_index(raw) if raw is not None else None
+    if raw is not None and rows is not None:
+        first, stop = crop_rows(rows, top, bottom)
+        if stop - first < len(rows.starts):
+            start = first * rows.mcu_height
+            return rows_jpeg(raw, rows, first, stop), min(height, stop * rows.mcu_height) - start, start
+    return data, height, 0
+
+
 def decode_rows(
     data: memoryview | bytes, height: int, width: int, factor: int, top: int, bottom: int
 ) -> tuple[npt.NDArray[np.uint8], int]:
     """Pixels holding rows [top, bottom) of the image at 1/factor scale, and the scaled row they start at.
 
     With a restart marker after every MCU row (:mod:`scalerepro.data.jpegrows`)
-    only the MCU rows around [top, bottom) are decoded; otherwise the whole image.
+    only the MCU rows around [top, bottom) are decoded (:func:`cut_rows`); otherwise the whole image.
     """
-    raw = bytes(data) if has_row_index(data) else None  # copied out of the shard map only when it will be cut
-    rows = row_index(raw) if raw is not None else None
-    if raw is not None and rows is not None:
-        first, stop = crop_rows(rows, top, bottom)
-        if stop - first < len(rows.starts):
-            sub = rows_jpeg(raw, rows, first, stop)
-            sub_height = min(height, stop * rows.mcu_height) - first * rows.mcu_height
-            return decode_scaled(sub, sub_height, width, factor), first * rows.mcu_height // factor
-    return decode_scaled(data, height, width, factor), 0
+    jpeg, rows, start = cut_rows(data, height, top, bottom)
+    return decode_scaled(jpeg, rows, width, factor), start // factor
 
 
 def crop_resize(data: memoryview | bytes, height: int, width: int, box: Box, size: int) -> torch.Tensor:

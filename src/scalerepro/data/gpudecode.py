@@ -61,8 +61,7 @@ import torch
 import torch.nn.functional as F
 from torchvision.io import ImageReadMode, decode_jpeg
 
-from scalerepro.data.augment import Box, centre_box, jpeg_size, random_resized_box
-from scalerepro.data.jpegrows import crop_rows, has_row_index, row_index, rows_jpeg
+from scalerepro.data.augment import Box, centre_box, cut_rows, jpeg_size, random_resized_box
 from scalerepro.errors import UserError
 
 
@@ -74,19 +73,11 @@ class Crop(NamedTuple):
     flip: bool
 
 
-def cut_rows(data: memoryview | bytes, box: Box) -> tuple[memoryview | bytes, Box]:
-    """The MCU rows of a row-indexed JPEG that ``box`` needs, as a JPEG, and the box in it; else ``data`` whole."""
-    if not has_row_index(data):
-        return data, box
-    raw = bytes(data)  # jpegrows parses bytes; copied out of the shard map only when it will be cut
-    rows = row_index(raw)
-    if rows is None:
-        return data, box
+def cut(data: memoryview | bytes, height: int, box: Box) -> tuple[memoryview | bytes, Box]:
+    """The rows of the JPEG that ``box`` needs (:func:`~scalerepro.data.augment.cut_rows`) and the box in them."""
     top, left, h, w = box
-    first, stop = crop_rows(rows, top, top + h)
-    if stop - first == len(rows.starts):
-        return data, box
-    return rows_jpeg(raw, rows, first, stop), (top - first * rows.mcu_height, left, h, w)
+    jpeg, _, start = cut_rows(data, height, top, top + h)
+    return jpeg, (top - start, left, h, w)
 
 
 @dataclass(frozen=True)
@@ -100,7 +91,7 @@ class TrainCrops:
     def __call__(self, data: memoryview | bytes, rng: np.random.Generator) -> Crop:
         """The crop TrainPipeline would make from ``data`` with ``rng`` (the same draws, in the same order)."""
         height, width = jpeg_size(data)
-        jpeg, box = cut_rows(data, random_resized_box(height, width, self.scale, self.ratio, rng))
+        jpeg, box = cut(data, height, random_resized_box(height, width, self.scale, self.ratio, rng))
         return Crop(jpeg, box, bool(rng.random() < 0.5))
 
 
@@ -115,7 +106,7 @@ class EvalCrops:
         """The crop EvalPipeline would make from ``data``; ``rng`` is unused."""
         height, width = jpeg_size(data)
         box = centre_box(height, width, self.size, round(self.size / self.crop_fraction))
-        jpeg, box = cut_rows(data, box)
+        jpeg, box = cut(data, height, box)
         return Crop(jpeg, box, False)
 
 

@@ -2,7 +2,7 @@
 
 Shards are spread over nodes (shard k lives on node k mod nodes, see
 :func:`scalerepro.data.shards.node_shards`), and each rank reads only its node's shards,
-memory-mapped. Every epoch draws one permutation of all samples from
+read with ``pread``. Every epoch draws one permutation of all samples from
 (seed, epoch); a node keeps the entries that live in its shards and its
 ranks take every local_size-th of them, cut to the count every rank in the
 job can reach, so ranks see disjoint samples and all take the same number
@@ -50,7 +50,7 @@ PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
 
-Pipeline = Callable[[memoryview, np.random.Generator], torch.Tensor] | TrainCrops | EvalCrops
+Pipeline = Callable[[bytes, np.random.Generator], torch.Tensor] | TrainCrops | EvalCrops
 
 
 class Batch(NamedTuple):
@@ -65,7 +65,7 @@ class ShardDataset:
     """The records of one split that live on this node, addressed by global sample id."""
 
     def __init__(self, folder: Path, node: int = 0, nodes: int = 1) -> None:
-        """Read the manifest and index this node's shards (mapped lazily, once per process)."""
+        """Read the manifest and index this node's shards (their indexes read lazily, once per process)."""
         self.folder = Path(folder)
         self.manifest = read_manifest(self.folder)
         entries = self.manifest["shards"]
@@ -76,12 +76,12 @@ class ShardDataset:
         self._readers: dict[int, ShardReader] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        """Pickle without the memory maps (a worker started by spawn/forkserver maps its own)."""
+        """Pickle without the readers (a worker started by spawn/forkserver reads the indexes itself)."""
         return {**self.__dict__, "_readers": None}
 
     @property
     def readers(self) -> dict[int, ShardReader]:
-        """Shard number -> reader, opened on first use so each worker process maps its own."""
+        """Shard number -> reader, opened on first use."""
         if self._readers is None:
             missing = [e["file"] for e in self._entries if not (self.folder / e["file"]).is_file()]
             if missing:
@@ -101,7 +101,7 @@ class ShardDataset:
         """Global ids of the samples on this node, ascending."""
         return np.concatenate([np.arange(self.starts[k], self.starts[k + 1]) for k in self.shards])
 
-    def record(self, sample: int) -> tuple[memoryview, int]:
+    def record(self, sample: int) -> tuple[bytes, int]:
         """JPEG bytes and label of global sample id ``sample`` (must live on this node)."""
         k = int(np.searchsorted(self.starts, sample, side="right") - 1)
         return self.readers[k].record(sample - int(self.starts[k]))
@@ -264,31 +264,21 @@ class BatchDataset(Dataset[Filled]):
     def __getitem__(self, b: int) -> Filled:
         """Decode and augment batch ``b`` into its uint8 buffer (or, given a crop pipeline, pack its crops)."""
         ids = self.batches[b]
-        if isinstance(self.pipeline, TrainCrops | EvalCrops):
-            return self.crops(b)
-        slot, images = self.pool.take(b)
         labels = np.empty(len(ids), dtype=np.int64)
-        for j, sample in enumerate(ids):
-            data, labels[j] = self.data.record(int(sample))
-            images[j].copy_(self.pipeline(data, np.random.default_rng([self.seed, self.epoch, int(sample)])))
-        return Filled(
-            slot,
-            None if slot >= 0 else images,
-            len(ids),
-            torch.from_numpy(labels),
-            torch.from_numpy(np.asarray(ids, dtype=np.int64)),
-        )
-
-    def crops(self, b: int) -> Filled:
-        """Batch ``b``'s compressed crops, packed for the rank to decode (``loader.decode: gpu``)."""
-        ids, pipeline = self.batches[b], self.pipeline
-        assert isinstance(pipeline, TrainCrops | EvalCrops)
-        labels, crops = np.empty(len(ids), dtype=np.int64), []
-        for j, sample in enumerate(ids):
-            data, labels[j] = self.data.record(int(sample))
-            crops.append(pipeline(data, np.random.default_rng([self.seed, self.epoch, int(sample)])))
         ids_t = torch.from_numpy(np.asarray(ids, dtype=np.int64))
-        return Filled(-1, None, len(ids), torch.from_numpy(labels), ids_t, PackedCrops.pack(crops))
+        if isinstance(self.pipeline, TrainCrops | EvalCrops):  # loader.decode: gpu: the rank decodes
+            crops = PackedCrops.pack(list(self.samples(ids, labels)))
+            return Filled(-1, None, len(ids), torch.from_numpy(labels), ids_t, crops)
+        slot, images = self.pool.take(b)
+        for j, image in enumerate(self.samples(ids, labels)):
+            images[j].copy_(image)
+        return Filled(slot, None if slot >= 0 else images, len(ids), torch.from_numpy(labels), ids_t)
+
+    def samples(self, ids: npt.NDArray[np.int64], labels: npt.NDArray[np.int64]) -> Iterator[Any]:
+        """The pipeline's output for each of ``ids`` (randomness from (seed, epoch, sample)); fills ``labels``."""
+        for j, sample in enumerate(ids):
+            data, labels[j] = self.data.record(int(sample))
+            yield self.pipeline(data, np.random.default_rng([self.seed, self.epoch, int(sample)]))
 
 
 class Batches:

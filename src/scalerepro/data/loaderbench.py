@@ -5,23 +5,24 @@ quality 90) and apply the same training transform: RandomResizedCrop(size,
 scale, ratio) with bilinear antialiasing, a horizontal flip with
 probability 1/2, conversion to float and ImageNet normalisation, in
 batches built by the same number of worker processes. torchvision reads
-each JPEG from its file; ours reads the staged shards, memory-mapped.
+each JPEG from its file; ours reads each record from the staged shards.
 Loaders alternate within a repetition so drift on a shared machine hits
 both; throughput counts the images after the first batch (worker start-up
 excluded). The consumer touches every page of each batch (one float per 4
 KiB), as a training step reads its input: a batch nobody reads is never
 faulted into the consumer, which would hide a loader's batches from its
 memory. Peak memory (RSS and PSS summed over the process tree) comes from
-one more pass per loader and worker count, after the timed ones, each in a
-fresh process (so neither loader carries the other's or an earlier pass's
-freed memory): the page walk behind PSS took CPU from the workers and cut
-the 2-worker throughput by about a fifth, so timed passes sample only RSS
-(cheap). PSS divides a page among the processes that map it, so the staged
-shards, mapped by the workers, count once per node (once per run here, with
-one rank), as the node's copy of the data; torchvision's JPEGs sit in the
-page cache, which no process's PSS counts, so ours carries the data and
-torchvision's does not: the ``shard map`` column says how much of our PSS
-it is.
+as many passes again per loader and worker count, after the timed ones (the
+median of their peaks), each in a fresh process (so neither loader carries the other's or an earlier pass's
+freed memory) whose workers are forked, as a training rank's are: that
+process is spawned, and a spawned process spawns its DataLoader workers too,
+each importing torch on its own (about 300 MiB more per worker, for both
+loaders). The page walk behind PSS took CPU from the workers and cut the
+2-worker throughput by about a fifth, so timed passes sample only RSS
+(cheap). Neither loader's data is in its PSS: torchvision's JPEG files and
+our staged shards (read, not mapped) are the node's copy, in the page cache
+or tmpfs, counted once per node whatever the worker count; the ``data MiB``
+column gives its size for each.
 """
 
 from __future__ import annotations
@@ -96,16 +97,15 @@ class PeakMemory:
     """Samples the summed RSS (cheap, every ``interval_s``) and PSS (a page walk, every ``pss_every``-th
     sample; never if 0) of this process and its children (the workers) in a thread; keeps the peaks."""
 
-    def __init__(self, interval_s: float = 0.05, pss_every: int = 10, mapped: str = "") -> None:
-        """Start sampling; with PSS also the PSS of mappings of files under ``mapped`` (if given; its peak)."""
+    def __init__(self, interval_s: float = 0.05, pss_every: int = 10) -> None:
+        """Start sampling."""
         self.interval_s, self.pss_every, self.rss, self.pss = interval_s, pss_every, 0, 0
-        self.mapped, self.map_pss = mapped, 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _sample(self, with_pss: bool) -> None:
-        """One sample of the tree's summed RSS (and PSS, and the PSS of mappings of ``mapped``)."""
+        """One sample of the tree's summed RSS (and PSS)."""
         me = psutil.Process()
         rss = pss = 0
         for proc in [me, *me.children(recursive=True)]:
@@ -115,8 +115,6 @@ class PeakMemory:
                     pss += getattr(proc.memory_full_info(), "pss", 0)
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
-        if with_pss and self.mapped:
-            self.map_pss = max(self.map_pss, mapped_pss(me, self.mapped))
         self.rss, self.pss = max(self.rss, rss), max(self.pss, pss)
 
     def _run(self) -> None:
@@ -131,22 +129,13 @@ class PeakMemory:
         """Stop; peaks in MiB."""
         self._stop.set()
         self._thread.join()
-        return {
-            "peak_rss_mib": self.rss / 2**20,
-            "peak_pss_mib": self.pss / 2**20,
-            "shard_map_pss_mib": self.map_pss / 2**20,
-        }
+        return {"peak_rss_mib": self.rss / 2**20, "peak_pss_mib": self.pss / 2**20}
 
 
-def mapped_pss(root: psutil.Process, folder: str) -> int:
-    """PSS of the mappings of files under ``folder`` summed over ``root`` and its children (bytes)."""
-    total = 0
-    for proc in [root, *root.children(recursive=True)]:
-        try:
-            total += sum(m.pss for m in proc.memory_maps(grouped=True) if m.path.startswith(folder))
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-    return total
+def data_mib(loader: str, dataset: Path, staged: Path) -> float:
+    """Size of the files ``loader`` reads its images from (MiB): the staged shards, or the train JPEGs."""
+    files = staged.glob("*.srs") if loader == "shards" else (dataset / "train").rglob("*.JPEG")
+    return sum(f.stat().st_size for f in files) / 2**20
 
 
 def touch(images: torch.Tensor) -> float:
@@ -195,10 +184,9 @@ def shard_loader(staged: Path, spec: LoaderBenchSpec, workers: int, epoch: int) 
     )
 
 
-def measure(make: Callable[[], Iterable[Any]], pss: bool = False, mapped: str = "") -> dict[str, float]:
-    """One pass over a loader: images/s after the first batch, start-up time and peak memory (PSS too if ``pss``,
-    and how much of it maps files under ``mapped``)."""
-    memory = PeakMemory(pss_every=1 if pss else 0, mapped=mapped)
+def measure(make: Callable[[], Iterable[Any]], pss: bool = False) -> dict[str, float]:
+    """One pass over a loader: images/s after the first batch, start-up time and peak memory (PSS too if ``pss``)."""
+    memory = PeakMemory(pss_every=1 if pss else 0)
     t0 = time.perf_counter()
     first_at, images = None, 0
     for item in make():
@@ -226,21 +214,29 @@ def make_loader(loader: str, spec: LoaderBenchSpec, dataset: Path, staged: Path,
     return torchvision_loader(dataset, spec, workers, epoch)
 
 
-def _memory_child(conn: Any, loader: str, spec: LoaderBenchSpec, dataset: Path, staged: Path, workers: int) -> None:
-    """In a fresh process: one pass of ``loader`` with PSS sampled; the result goes back through ``conn``."""
-    conn.send(measure(partial(make_loader, loader, spec, dataset, staged, workers, spec.reps), True, str(staged)))
+def _memory_child(
+    conn: Any, loader: str, spec: LoaderBenchSpec, dataset: Path, staged: Path, workers: int, epoch: int
+) -> None:
+    """In a fresh process, forking its workers as a training rank does: one pass of ``loader`` with PSS sampled;
+    the result goes back through ``conn``."""
+    multiprocessing.set_start_method("fork", force=True)  # a spawned process inherits "spawn" as its default
+    result = measure(partial(make_loader, loader, spec, dataset, staged, workers, epoch), True)
+    conn.send({**result, "start_method": multiprocessing.get_start_method()})
     conn.close()
 
 
-def memory_pass(loader: str, spec: LoaderBenchSpec, dataset: Path, staged: Path, workers: int) -> dict[str, float]:
-    """One pass of ``loader`` in a fresh (spawned) process, PSS sampled; its throughput, start-up and peaks."""
+def memory_pass(
+    loader: str, spec: LoaderBenchSpec, dataset: Path, staged: Path, workers: int, epoch: int
+) -> dict[str, Any]:
+    """One pass of ``loader`` in a fresh (spawned) process, PSS sampled; its throughput, start-up, peaks and how
+    its workers started."""
     ctx = multiprocessing.get_context("spawn")
     receive, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_memory_child, args=(send, loader, spec, dataset, staged, workers))
+    child = ctx.Process(target=_memory_child, args=(send, loader, spec, dataset, staged, workers, epoch))
     child.start()
     send.close()
     try:
-        result: dict[str, float] = receive.recv()
+        result: dict[str, Any] = receive.recv()
     except EOFError:
         child.join()
         raise RuntimeError(f"the {loader} memory pass died (exit code {child.exitcode})") from None
@@ -251,29 +247,42 @@ def memory_pass(loader: str, spec: LoaderBenchSpec, dataset: Path, staged: Path,
 def run(
     spec: LoaderBenchSpec, dataset: Path, staged: Path, progress: Callable[[str], None] | None = None
 ) -> list[dict[str, Any]]:
-    """Every (workers, repetition, loader) timed pass, loaders alternating first within a repetition, then
-    one memory pass per (workers, loader), each in a fresh process."""
-    rows = []
+    """Per worker count: every (repetition, loader) timed pass, then as many memory passes, each in a fresh
+    process; loaders alternate first within a repetition."""
+    rows: list[dict[str, Any]] = []
     for workers in spec.workers:
-        for rep in range(spec.reps):
-            order = LOADERS if rep % 2 == 0 else LOADERS[::-1]
-            for loader in order:
-                result = measure(partial(make_loader, loader, spec, dataset, staged, workers, rep))
-                rows.append({"loader": loader, "workers": workers, "rep": rep, "pass": "timed", **result})
-                if progress:
-                    progress(
-                        f"workers={workers} rep={rep + 1}/{spec.reps} {loader}: {result['images_per_s']:.1f} images/s"
-                    )
-        for loader in LOADERS:
-            result = memory_pass(loader, spec, dataset, staged, workers)
-            rows.append({"loader": loader, "workers": workers, "rep": spec.reps, "pass": "memory", **result})
-            if progress:
-                progress(f"workers={workers} memory pass {loader}: peak PSS {result['peak_pss_mib']:.0f} MiB")
+        for kind in ("timed", "memory"):
+            for rep in range(spec.reps):
+                order = LOADERS if rep % 2 == 0 else LOADERS[::-1]
+                rows.extend(one_pass(kind, loader, spec, dataset, staged, workers, rep, progress) for loader in order)
     return rows
 
 
+def one_pass(
+    kind: str,
+    loader: str,
+    spec: LoaderBenchSpec,
+    dataset: Path,
+    staged: Path,
+    workers: int,
+    rep: int,
+    progress: Callable[[str], None] | None,
+) -> dict[str, Any]:
+    """One timed pass (here) or memory pass (in a fresh process) of ``loader``, as a row; progress reported."""
+    row: dict[str, Any] = {"loader": loader, "workers": workers, "rep": rep, "pass": kind}
+    if kind == "timed":
+        row.update(measure(partial(make_loader, loader, spec, dataset, staged, workers, rep)))
+        what = f"{row['images_per_s']:.1f} images/s"
+    else:
+        row.update(data_mib=data_mib(loader, dataset, staged), **memory_pass(loader, spec, dataset, staged, workers, rep))
+        what = f"peak PSS {row['peak_pss_mib']:.0f} MiB"
+    if progress:
+        progress(f"workers={workers} {kind} pass {rep + 1}/{spec.reps} {loader}: {what}")
+    return row
+
+
 def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Medians per (workers, loader) of the timed passes, peaks of the memory pass, ours over torchvision."""
+    """Medians per (workers, loader) of the timed passes and of the memory passes' peaks, ours over torchvision."""
     out = []
     for workers in sorted({r["workers"] for r in rows}):
         med = {}
@@ -285,7 +294,7 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 **{k: statistics.median(r[k] for r in timed) for k in ("images_per_s", "startup_s")},
                 **{
                     k: statistics.median(r.get(k, 0.0) for r in memory)
-                    for k in ("peak_rss_mib", "peak_pss_mib", "shard_map_pss_mib")
+                    for k in ("peak_rss_mib", "peak_pss_mib", "data_mib")
                 },
             }
         for loader in LOADERS:
@@ -308,13 +317,13 @@ def format_summary(summary: list[dict[str, Any]]) -> str:
     lines = [
         (
             f"{'workers':>7} {'loader':>12} {'images/s':>9} {'per worker':>10} {'vs tv':>6} "
-            f"{'startup s':>9} {'peak RSS MiB':>12} {'peak PSS MiB':>12} {'vs tv':>6} {'of it shard map':>15}"
+            f"{'startup s':>9} {'peak RSS MiB':>12} {'peak PSS MiB':>12} {'vs tv':>6} {'data MiB':>8}"
         )
     ]
     lines.extend(
         f"{r['workers']:>7} {r['loader']:>12} {r['images_per_s']:>9.1f} {r['images_per_s_per_worker']:>10.1f} "
         f"{r['ratio_vs_torchvision']:>5.2f}x {r['startup_s']:>9.2f} {r['peak_rss_mib']:>12.0f} "
-        f"{r['peak_pss_mib']:>12.0f} {r['pss_ratio_vs_torchvision']:>5.2f}x {r['shard_map_pss_mib']:>15.0f}"
+        f"{r['peak_pss_mib']:>12.0f} {r['pss_ratio_vs_torchvision']:>5.2f}x {r['data_mib']:>8.0f}"
         for r in summary
     )
     return "\n".join(lines)

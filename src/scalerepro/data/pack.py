@@ -233,7 +233,7 @@ class _Packer:
     A finished shard's record lets a retry keep it (:meth:`kept`)."""
 
     def __init__(
-            self,
+        self,
         root: Path,
         total: int,
         skip_bad: bool,

@@ -7,7 +7,8 @@ Layout of ``shard-NNNNN.srs`` (all integers little-endian)::
     [names: UTF-8 relative source paths joined by '\\n']
     [footer: b"SRSHARD1", u64 count, u64 index_offset, u64 names_offset]
 
-A reader maps the file and slices records without copying; the manifest
+A reader reads the footer and index once and each record with ``pread``
+(no mapping: see :class:`ShardReader`); the manifest
 (``manifest.json`` beside the shards) holds each shard's sha256, size and
 sample count, the class index and the source dataset's hash.
 """
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import mmap
 import os
 import struct
 from collections.abc import Iterable
@@ -92,38 +92,64 @@ class ShardWriter:
 
 @dataclass
 class ShardReader:
-    """Memory-mapped read access to one shard file."""
+    """Read access to one shard file: footer and index read once, each record read with ``pread``.
+
+    Records are read, not memory-mapped: a mapping would count the node's staged copy (in tmpfs or the page
+    cache either way) in the memory of every process that maps it, where a read leaves it with the kernel,
+    as a loader of JPEG files leaves its images; the copy costs microseconds against milliseconds of decode.
+    The file is opened per read, so no descriptor is held (a node may hold a thousand shards, each read by
+    every loader worker).
+    """
 
     path: Path
 
     def __post_init__(self) -> None:
-        """Map the file and parse its footer and index."""
+        """Read the footer and the index; an error naming the file if it is not a whole shard."""
         with self.path.open("rb") as fh:
-            try:
-                self._map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-            except ValueError:
-                raise UserError(f"shard {self.path} is empty; re-run `scalerepro shard` to rebuild it") from None
-        if len(self._map) < FOOTER.size:
-            raise UserError(f"shard {self.path} is truncated; re-run `scalerepro shard` to rebuild it")
-        magic, count, index_offset, names_offset = FOOTER.unpack_from(self._map, len(self._map) - FOOTER.size)
-        if magic != MAGIC or index_offset + count * INDEX_DTYPE.itemsize != names_offset:
-            raise UserError(f"shard {self.path} has no valid footer (not a scalerepro shard, or corrupted)")
-        self.index = np.frombuffer(self._map, dtype=INDEX_DTYPE, count=count, offset=index_offset)
-        self._names_span = (names_offset, len(self._map) - FOOTER.size)
+            size = os.fstat(fh.fileno()).st_size
+            if size == 0:
+                raise UserError(f"shard {self.path} is empty; re-run `scalerepro shard` to rebuild it")
+            if size < FOOTER.size:
+                raise UserError(f"shard {self.path} is truncated; re-run `scalerepro shard` to rebuild it")
+            magic, count, index_offset, names_offset = FOOTER.unpack(
+                os.pread(fh.fileno(), FOOTER.size, size - FOOTER.size)
+            )
+            if (
+                magic != MAGIC
+                or index_offset + count * INDEX_DTYPE.itemsize != names_offset
+                or names_offset > size - FOOTER.size
+            ):
+                raise UserError(
+                    f"shard {self.path} has no valid footer (not a scalerepro shard, or corrupted); "
+                    "re-run `scalerepro shard` to rebuild it"
+                )
+            self.index = np.frombuffer(os.pread(fh.fileno(), names_offset - index_offset, index_offset), INDEX_DTYPE)
+        self._names_span = (names_offset, size - FOOTER.size)
+
+    def _read(self, offset: int, length: int) -> bytes:
+        """``length`` bytes at ``offset``; an error naming the file if it has shrunk since it was indexed."""
+        fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            data = os.pread(fd, length, offset)
+        finally:
+            os.close(fd)
+        if len(data) != length:
+            raise UserError(f"shard {self.path} is truncated; re-run `scalerepro stage` (or `scalerepro shard`)")
+        return data
 
     def __len__(self) -> int:
         """Number of records."""
         return len(self.index)
 
-    def record(self, i: int) -> tuple[memoryview, int]:
-        """Record ``i`` as (JPEG bytes view, label)."""
+    def record(self, i: int) -> tuple[bytes, int]:
+        """Record ``i`` as (JPEG bytes, label)."""
         off, length, label = self.index[i]
-        return memoryview(self._map)[int(off) : int(off) + int(length)], int(label)
+        return self._read(int(off), int(length)), int(label)
 
     def names(self) -> list[str]:
         """Source relative paths, in record order."""
         lo, hi = self._names_span
-        return self._map[lo:hi].decode().split("\n") if hi > lo else []
+        return self._read(lo, hi - lo).decode().split("\n") if hi > lo else []
 
     def labels(self) -> npt.NDArray[np.int64]:
         """Labels of all records."""

@@ -109,7 +109,7 @@ def loader_summary(shards_per_worker):
         for loader, rate in (("shards", per_worker), ("torchvision", per_worker / 2)):
             base = {"loader": loader, "workers": workers, "startup_s": 0.1, "peak_rss_mib": 1.0, "peak_pss_mib": 1.0}
             rows.append(base | {"rep": 0, "pass": "timed", "images_per_s": rate * max(1, workers)})
-            rows.append(base | {"rep": 1, "pass": "memory", "images_per_s": 1.0})
+            rows.append(base | {"rep": 1, "pass": "memory", "images_per_s": 1.0, "data_mib": 1.0})
     return summarise_loader(rows)
 
 

@@ -47,6 +47,7 @@ def test_summary_takes_medians_and_ratios():
             "startup_s": 9.0,
             "peak_rss_mib": 120.0,
             "peak_pss_mib": 60.0,
+            "data_mib": 10.0,
         }
         for loader in ("shards", "torchvision")
     ]

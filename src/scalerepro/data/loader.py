@@ -19,8 +19,9 @@ its own device (:class:`Batches`): on a GPU after a copy of a quarter of the
 bytes, on the CPU in one of two float buffers it reuses (0.09 ms per 224 px
 image; into a fresh buffer, 0.43 ms: page faults). Keeping the pool in
 uint8 makes it a quarter of a float pool's size (ImageNet at batch 64: 9.2
-MiB a slot, not 36.8), which is what brought the loader's peak memory below
-torchvision's (``scalerepro bench-loader``). The price of the reused float
+MiB a slot, not 36.8); with that and records read rather than mapped
+(:class:`~scalerepro.data.shards.ShardReader`), the loader's peak memory is
+below torchvision's (``scalerepro bench-loader``). The price of the reused float
 buffers is the contract of every buffer-reusing loader (FFCV, DALI): on the
 CPU a batch is valid until the one after next is drawn, and a batch still
 referenced then is an error, not silent corruption.
@@ -101,14 +102,20 @@ class ShardDataset:
         """Global ids of the samples on this node, ascending."""
         return np.concatenate([np.arange(self.starts[k], self.starts[k + 1]) for k in self.shards])
 
+    def locate(self, sample: int) -> tuple[ShardReader, int]:
+        """The reader of the shard holding global sample id ``sample`` (must live on this node), and its record."""
+        k = int(np.searchsorted(self.starts, sample, side="right") - 1)
+        return self.readers[k], sample - int(self.starts[k])
+
     def record(self, sample: int) -> tuple[bytes, int]:
         """JPEG bytes and label of global sample id ``sample`` (must live on this node)."""
-        k = int(np.searchsorted(self.starts, sample, side="right") - 1)
-        return self.readers[k].record(sample - int(self.starts[k]))
+        reader, i = self.locate(sample)
+        return reader.record(i)
 
     def labels(self, ids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        """Labels of the given global ids."""
-        return np.array([self.record(int(i))[1] for i in ids], dtype=np.int64)
+        """Labels of the given global ids, from the shards' indexes (no record is read)."""
+        located = [self.locate(int(i)) for i in ids]
+        return np.array([reader.index["label"][i] for reader, i in located], dtype=np.int64)
 
 
 def epoch_indices(counts: npt.NDArray[np.int64], layout: Layout, seed: int, epoch: int) -> npt.NDArray[np.int64]:
@@ -299,11 +306,10 @@ class Batches:
 
     def __iter__(self) -> Iterator[Batch]:
         """Ask for batch b, normalise it out of its uint8 slot onto the device, and give the slot back."""
-        it, self.unpooled = iter(self.loader), 0
+        it, self.unpooled, size = iter(self.loader), 0, self.pool.buffers[0].shape[-1]
         for b in range(len(self.loader)):
             filled = next(it)
             if filled.crops is not None:
-                size = self.pool.buffers[0].shape[-1]
                 yield Batch(
                     decode_batch(filled.crops, size, self.outputs.device, filled.ids), filled.labels, filled.ids
                 )

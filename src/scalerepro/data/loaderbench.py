@@ -13,11 +13,11 @@ KiB), as a training step reads its input: a batch nobody reads is never
 faulted into the consumer, which would hide a loader's batches from its
 memory. Peak memory (RSS and PSS summed over the process tree) comes from
 as many passes again per loader and worker count, after the timed ones (the
-median of their peaks), each in a fresh process (so neither loader carries the other's or an earlier pass's
-freed memory) whose workers are forked, as a training rank's are: that
-process is spawned, and a spawned process spawns its DataLoader workers too,
-each importing torch on its own (about 300 MiB more per worker, for both
-loaders). The page walk behind PSS took CPU from the workers and cut the
+median of their peaks), each in a fresh process (so neither loader carries
+the other's or an earlier pass's freed memory) whose workers are forked, as
+a training rank's are: that process is spawned, and a spawned process
+spawns its DataLoader workers too, each importing torch on its own (about
+300 MiB more per worker, for both loaders). The page walk behind PSS took CPU from the workers and cut the
 2-worker throughput by about a fifth, so timed passes sample only RSS
 (cheap). Neither loader's data is in its PSS: torchvision's JPEG files and
 our staged shards (read, not mapped) are the node's copy, in the page cache
@@ -293,7 +293,7 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             med[loader] = {
                 **{k: statistics.median(r[k] for r in timed) for k in ("images_per_s", "startup_s")},
                 **{
-                    k: statistics.median(r.get(k, 0.0) for r in memory)
+                    k: statistics.median(r[k] for r in memory)
                     for k in ("peak_rss_mib", "peak_pss_mib", "data_mib")
                 },
             }

@@ -12,7 +12,7 @@ SRC = Path(scalerepro.__file__).parent
 # Lowest first; units on one layer do not import each other (data and comm stay independent).
 LAYERS: list[set[str]] = [
     {"errors"},
-    {"io", "mpi", "oversubscription", "baselines"},
+    {"io", "mpi", "oversubscription", "netmod", "baselines"},
     {"provenance"},
     {"data", "comm"},
     {"config", "sim"},

@@ -15,6 +15,7 @@ import yaml
 from scalerepro import __version__
 from scalerepro.comm.costmodel import RESNET50_GRADIENT_BYTES
 from scalerepro.errors import UserError
+from scalerepro.netmod import choose as choose_netmod
 from scalerepro.oversubscription import emulate_nodes, usable_cpus
 from scalerepro.oversubscription import tune as tune_mpi_progress
 
@@ -249,6 +250,17 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive_float(text: str) -> float:
+    """An argparse type: a number of seconds above zero."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds above 0")
+    return value
+
+
 def cmd_supervise(args: argparse.Namespace) -> int:
     """Run the launcher line; on failure, name the rank that died first, the last step and checkpoint."""
     from scalerepro.train.supervise import supervise
@@ -259,7 +271,7 @@ def cmd_supervise(args: argparse.Namespace) -> int:
             "no command given; e.g. scalerepro supervise --run-dir DIR -- mpiexec -n 2 scalerepro train ..."
         )
     try:
-        return supervise(cmd, Path(args.run_dir))
+        return supervise(cmd, Path(args.run_dir), args.start_timeout)
     except FileNotFoundError:
         raise UserError(
             f"{cmd[0]}: command not found; is the launcher on PATH (mpiexec from the mpich wheel, or srun)?"
@@ -796,9 +808,17 @@ def parser() -> argparse.ArgumentParser:
         help="run a training launcher line; on failure name the rank that died and where",
         description="Runs CMD (e.g. mpiexec -n 2 scalerepro train ... --out DIR) and passes its exit "
         "status through. If it fails, prints which rank on this host exited first (pid, "
-        "host), the last step logged and the last checkpoint, and how to resume.",
+        "host), the last step logged and the last checkpoint, and how to resume. With --start-timeout, "
+        "a launch whose ranks never start (MPI_Init stuck) is stopped and reported.",
     )
     s.add_argument("--run-dir", required=True, metavar="DIR", help="the training run's --out folder")
+    s.add_argument(
+        "--start-timeout",
+        type=_positive_float,
+        metavar="S",
+        help="stop the launcher (exit 124) when its ranks have not started, i.e. rank 0 wrote no ranks.json, "
+        "within S seconds (the train rule passes comm.timeout_s; default: wait as long as the launcher runs)",
+    )
     s.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the launcher line to run")
     s.set_defaults(fn=cmd_supervise)
 
@@ -1093,6 +1113,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         tune_mpi_progress()  # before any command imports mpi4py.MPI (MPI reads its settings once, when it starts)
+        choose_netmod()  # under srun --mpi=pmi2: OFI, whose addresses SLURM's PMI-2 server passes intact
         code = args.fn(args)
     except UserError as exc:
         print(f"scalerepro {args.command}: error: {exc}", file=sys.stderr, flush=True)

@@ -1,4 +1,4 @@
-"""What every result records about where it came from: argv, versions, platform, SLURM job, hosts.
+"""What every result records about where it came from: argv, versions, platform, SLURM job, MPI settings, hosts.
 
 :func:`record` is the one block every result JSON (run, bench, bench-train, bench-loader) starts from.
 """
@@ -55,6 +55,14 @@ def scheduler() -> dict[str, str]:
     return {k[len("SLURM_") :].lower(): os.environ[k] for k in SLURM_KEYS if k in os.environ}
 
 
+MPI_ENV_PREFIXES = ("MPIR_CVAR_", "MPICH_", "UCX_", "FI_")
+
+
+def mpi_settings() -> dict[str, str]:
+    """The MPI library's settings in this process's environment (MPICH's CVARs, UCX, libfabric), e.g. the netmod."""
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(MPI_ENV_PREFIXES)}
+
+
 def record(comm: MPI.Intracomm | None = None) -> dict[str, Any]:
     """Provenance of a result: argv, versions, platform, SLURM job, and with ``comm`` (collective) every rank's host."""
     out: dict[str, Any] = {
@@ -62,6 +70,7 @@ def record(comm: MPI.Intracomm | None = None) -> dict[str, Any]:
         "versions": versions(),
         "platform": platform.platform(),
         "slurm": scheduler(),
+        "mpi_env": mpi_settings(),
     }
     if comm is not None:
         from scalerepro.mpi import hosts

@@ -144,3 +144,54 @@ def test_supervise_passes_the_exit_status_through(tmp_path):
     assert main(["supervise", "--run-dir", str(tmp_path), "--", sys.executable, "-c", "raise SystemExit(0)"]) == 0
     assert main(["supervise", "--run-dir", str(tmp_path), "--", sys.executable, "-c", "raise SystemExit(7)"]) == 7
     assert main(["supervise", "--run-dir", str(tmp_path), "--", "no-such-launcher-xyz"]) == 2
+
+
+def supervise_cli(run_dir: Path, start_timeout: str, code: str) -> subprocess.CompletedProcess:
+    """`scalerepro supervise --start-timeout` around a Python launcher stand-in running ``code``."""
+    cmd = [sys.executable, "-m", "scalerepro.cli", "supervise", "--run-dir", str(run_dir)]
+    cmd += ["--start-timeout", start_timeout, "--", sys.executable, "-c", code]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=90)
+
+
+def test_a_launch_whose_ranks_never_start_is_stopped_and_explained(tmp_path):
+    """No ranks.json within --start-timeout (MPI_Init stuck in the launcher's PMI): launcher ended, exit 124."""
+    pid_file = tmp_path / "launcher.pid"
+    hang = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(300)"
+    begun = time.monotonic()
+    proc = supervise_cli(tmp_path, "1.5", hang)
+    assert proc.returncode == 124, proc.stderr
+    assert time.monotonic() - begun < 30
+    assert "the ranks did not start within 1.5 s (rank 0 wrote no ranks.json)" in proc.stderr, proc.stderr
+    assert "MPI_Init did not finish" in proc.stderr
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)
+
+
+def test_a_launcher_deaf_to_sigterm_is_killed_after_the_grace(tmp_path, monkeypatch, capsys):
+    from scalerepro.train import supervise as sv
+
+    monkeypatch.setattr(sv, "STOP_GRACE_S", 0.5)
+    deaf = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)"
+    begun = time.monotonic()
+    assert sv.supervise([sys.executable, "-c", deaf], tmp_path, start_timeout_s=1.0) == 124
+    assert time.monotonic() - begun < 20
+    assert "did not start within 1 s" in capsys.readouterr().err
+
+
+def test_ranks_that_started_are_not_stopped_by_the_start_timeout(tmp_path):
+    """Rank 0 wrote ranks.json before the deadline: the launch runs past it and its status passes through."""
+    started = (
+        f"import json, time; open({str(tmp_path / 'ranks.json')!r}, 'w').write(json.dumps({{'ranks': []}})); "
+        "time.sleep(2.5); raise SystemExit(3)"
+    )
+    proc = supervise_cli(tmp_path, "1", started)
+    assert proc.returncode == 3, proc.stderr
+    assert "did not start" not in proc.stderr
+
+
+@pytest.mark.parametrize("bad", ["0", "-5", "soon"])
+def test_start_timeout_must_be_seconds_above_zero(tmp_path, bad):
+    proc = supervise_cli(tmp_path, bad, "pass")
+    assert proc.returncode == 2
+    assert "--start-timeout" in proc.stderr, proc.stderr
+    assert repr(bad) in proc.stderr, proc.stderr

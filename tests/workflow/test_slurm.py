@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -30,6 +31,12 @@ def slurm_cluster(tmp_path_factory):
         yield state
     finally:
         subprocess.run(["bash", str(SCRIPT), "down", str(state)], capture_output=True, text=True, timeout=60)
+
+
+def log_tails(wf: Path, chars: int = 1500) -> str:
+    """The end of every rule log and SLURM job log of the workflow, for a failure message."""
+    logs = sorted([*(wf / "results/logs").rglob("*.log"), *(wf / ".snakemake/slurm_logs").rglob("*.log")])
+    return "\n".join(f"== {p.relative_to(wf)}\n{p.read_text(errors='replace')[-chars:]}" for p in logs)
 
 
 def scontrol_job(job_id: str) -> str:
@@ -58,19 +65,23 @@ def test_workflow_runs_on_two_slurm_nodes_with_srun_inside_the_allocation(tmp_pa
         }
     }
     (wf / "small.yaml").write_text(yaml.safe_dump(small))
-    run = snakemake(
-        wf,
-        "--profile",
-        "workflow/profiles/slurm",
-        "--configfile",
-        "small.yaml",
-        "--slurm-init-seconds-before-status-checks",
-        "1",
-        "--latency-wait",
-        "5",
-        "--slurm-keep-successful-logs",
-        timeout=1200,
-    )
+    try:
+        run = snakemake(
+            wf,
+            "--profile",
+            "workflow/profiles/slurm",
+            "--configfile",
+            "small.yaml",
+            "--slurm-init-seconds-before-status-checks",
+            "1",
+            "--latency-wait",
+            "5",
+            "--slurm-keep-successful-logs",
+            timeout=1200,
+        )
+    except subprocess.TimeoutExpired:
+        queue = subprocess.run(["squeue"], capture_output=True, text=True, timeout=30).stdout
+        pytest.fail(f"the SLURM workflow did not finish in 1200 s; squeue:\n{queue}\n{log_tails(wf)}")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
 
     record = json.loads((wf / "results/train/base/ring/n2/g1-s0-r0/run.json").read_text())
@@ -88,6 +99,7 @@ def test_workflow_runs_on_two_slurm_nodes_with_srun_inside_the_allocation(tmp_pa
     assert record["nodes"] == [{"node": 0, "name": "n1", "ranks": [0, 1]}, {"node": 1, "name": "n2", "ranks": [2, 3]}]
     assert {"nodes": 2, "ranks_per_node": 2}.items() <= record["allreduce"][0].items(), record["allreduce"]
     assert record["status"] in ("success", "aborted")  # aborted: 2 epochs do not reach the target
+    assert record["mpi_env"]["MPIR_CVAR_CH4_NETMOD"] == "ofi"  # srun --mpi=pmi2 across nodes: OFI, not UCX
     staged = json.loads((two / "stage.json").read_text())
     by_name = {n["name"]: {s["split"]: s for s in n["splits"]} for n in staged["nodes"]}
     assert sorted(by_name) == ["n1", "n2"]  # once per node, by SLURM's node name (one host here)

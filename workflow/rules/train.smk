@@ -24,17 +24,19 @@ rule train:
     params:
         launch=lambda w, resources: CFG.cluster.launch(resources.launcher),
         cfg=lambda w: json.dumps(CFG.run_sections(w.variant), sort_keys=True),
+        start=CFG.comm.timeout_s,
         out=lambda w, output: Path(output.run).parent,
         shards=lambda w, input: Path(input.train).parent.parent,
         train=lambda w, input: Path(input.train).parent,
         val=lambda w, input: Path(input.val).parent,
     shell:
         # Every attempt's output is appended to the run folder's attempts.log (Snakemake removes
-        # {log} before a retry); `supervise` names the rank that died, the step and the checkpoint.
+        # {log} before a retry); `supervise` names the rank that died, the step and the checkpoint,
+        # and stops a launch whose ranks have not started (MPI_Init stuck) after comm.timeout_s.
         '(echo "== train job on $(hostname) at $(date -u +%FT%TZ)"'
         " && {params.launch} -n {wildcards.ranks} scalerepro stage --config-json {params.cfg:q}"
         " --shards {params.train} {params.val} --log {output.stage}"
-        " && scalerepro supervise --run-dir {params.out} --"
+        " && scalerepro supervise --run-dir {params.out} --start-timeout {params.start} --"
         " {params.launch} -n {wildcards.ranks} scalerepro train --config-json {params.cfg:q}"
         " --set train.bn_group={wildcards.bn} --set train.seed={wildcards.seed} --rep {wildcards.rep}"
         " --variant {wildcards.variant}"

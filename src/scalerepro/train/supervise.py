@@ -9,7 +9,11 @@ pidfds, so it sees which rank exited first. When the launcher fails it
 prints one report: that rank, its pid and host, the last step in the event
 log, the last checkpoint and whether it loads, and how to resume. A rank on
 another host is covered by the all-reduce watchdog, which names it after
-``comm.timeout_s``. The launcher's exit status is passed through.
+``comm.timeout_s``. Before that watchdog exists, MPI has to start: a launch
+whose rank 0 has not written ``ranks.json`` within ``start_timeout_s`` (MPI_Init
+stuck in the launcher's PMI, a rank that never came up) is stopped and
+reported, so a hung start does not hold the allocation until its time limit.
+The launcher's exit status is passed through (124 after a stopped start).
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from scalerepro.train.events import read_events
 
 RANKS = "ranks.json"
 POLL_S = 0.05
+STOP_GRACE_S = 30.0  # after SIGTERM, how long the launcher has to end its ranks before SIGKILL
+NOT_STARTED = 124  # the exit status after a start that did not finish in time (as timeout(1) uses)
 
 
 @dataclass
@@ -87,8 +93,9 @@ class Watch:
         self.fds = {}
 
 
-def supervise(cmd: list[str], run_dir: Path) -> int:
-    """Run ``cmd`` (in this process group, so SLURM's and Snakemake's signals reach it); report a failure."""
+def supervise(cmd: list[str], run_dir: Path, start_timeout_s: float | None = None) -> int:
+    """Run ``cmd`` (in this process group, so SLURM's and Snakemake's signals reach it); report a failure; stop it
+    if its ranks have not started (no ``ranks.json``) within ``start_timeout_s``."""
     if not cmd:
         raise ValueError("no command to supervise")
     received: list[int] = []
@@ -97,8 +104,14 @@ def supervise(cmd: list[str], run_dir: Path) -> int:
     watch = Watch(run_dir)
     try:
         child = subprocess.Popen(cmd)
+        launched = time.monotonic()
+        stalled = False
         while child.poll() is None:
             watch.refresh()
+            if start_timeout_s and not watch.stamp and time.monotonic() - launched > start_timeout_s:
+                stalled = True
+                stop(child)
+                break
             watch.poll(POLL_S)
         code = child.returncode
         ended = time.monotonic()
@@ -109,9 +122,31 @@ def supervise(cmd: list[str], run_dir: Path) -> int:
         watch.close()
         for s, handler in previous.items():
             signal.signal(s, handler)
+    if stalled:
+        print(not_started(start_timeout_s or 0.0), file=sys.stderr, flush=True)
+        return NOT_STARTED
     if code != 0 and not received and not _preempted(code):
         print(report(code, watch, ended, run_dir), file=sys.stderr, flush=True)
     return code if code >= 0 else 128 - code
+
+
+def stop(child: subprocess.Popen[bytes]) -> None:
+    """End the launcher: SIGTERM (srun and mpiexec pass it to their ranks), SIGKILL after a grace period."""
+    child.terminate()
+    try:
+        child.wait(STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+
+
+def not_started(timeout_s: float) -> str:
+    """Why a launch was stopped before training began, and where to look."""
+    return (
+        f"scalerepro supervise: error: the ranks did not start within {timeout_s:g} s (rank 0 wrote no {RANKS}): "
+        "MPI_Init did not finish (the launcher's PMI: see its messages above, e.g. slurmstepd's mpi/pmi2 errors) "
+        "or a rank never came up; the launcher was stopped. Raise comm.timeout_s if starting takes longer here."
+    )
 
 
 def _preempted(code: int) -> bool:

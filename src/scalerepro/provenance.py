@@ -55,11 +55,11 @@ def scheduler() -> dict[str, str]:
     return {k[len("SLURM_") :].lower(): os.environ[k] for k in SLURM_KEYS if k in os.environ}
 
 
-MPI_ENV_PREFIXES = ("MPIR_CVAR_", "MPICH_", "UCX_", "FI_")
+MPI_ENV_PREFIXES = ("MPIR_", "MPICH_", "UCX_", "FI_")
 
 
 def mpi_settings() -> dict[str, str]:
-    """The MPI library's settings in this process's environment (MPICH's CVARs, UCX, libfabric), e.g. the netmod."""
+    """The MPI library's settings in this process's environment (MPICH's, UCX's, libfabric's), e.g. the netmod."""
     return {k: v for k, v in sorted(os.environ.items()) if k.startswith(MPI_ENV_PREFIXES)}
 
 

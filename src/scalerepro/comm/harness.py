@@ -465,7 +465,7 @@ def format_comparison(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-ENV_PREFIXES = ("OMP_", "MPIR_", "MPICH_", "SLURM_", "NCCL_")  # the settings a bench result records
+ENV_PREFIXES = ("OMP_", "SLURM_", "NCCL_")  # the settings a bench result records beside provenance's mpi_env
 
 
 def run(

@@ -12,8 +12,8 @@ SRC = Path(scalerepro.__file__).parent
 # Lowest first; units on one layer do not import each other (data and comm stay independent).
 LAYERS: list[set[str]] = [
     {"errors"},
-    {"io", "mpi", "oversubscription", "netmod", "baselines"},
-    {"provenance"},
+    {"io", "mpi", "oversubscription", "netmod", "sources"},
+    {"provenance", "baselines"},
     {"data", "comm"},
     {"config", "sim"},
     {"train"},

@@ -1,4 +1,9 @@
-"""The published results the papers report (config/baselines.yaml), read for analysis and benchmarks alike."""
+"""The published results the papers report (config/baselines.yaml), read for analysis and benchmarks alike.
+
+Every number of an entry is either stated by a registered fact (``stated: {field: source#fact}``) or
+derived by stated arithmetic (``derived: {field: how}``); the loader refuses one that is neither, and
+a reference the source registry (config/sources.yaml) does not hold.
+"""
 
 from __future__ import annotations
 
@@ -6,24 +11,43 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
+from scalerepro import sources
 from scalerepro.errors import UserError
 
 DEFAULT = Path("config/baselines.yaml")
+NUMBERS = ("accelerators", "global_batch", "epochs", "top1", "time_s", "images_per_s", "scaling_efficiency")
 
 
 def load_baselines(path: Path) -> pd.DataFrame:
-    """Published results, each row marked 'published'."""
-    if not path.is_file():
-        raise UserError(f"baselines file {path} not found; it ships as config/baselines.yaml")
-    doc = yaml.safe_load(path.read_text()) or {}
-    entries = doc.get("baselines")
+    """Published results, each row marked 'published', with its source's identifier as ``cite``."""
+    doc = sources.read_yaml(path, "baselines")
+    entries = doc.get("baselines") if isinstance(doc, dict) else None
     if not isinstance(entries, list):
         raise UserError(f"{path}: expected a top-level 'baselines:' list")
-    frame = pd.DataFrame(entries)
+    registry = sources.load_beside(path, doc)
+    frame = pd.DataFrame([_checked(registry, path, i, e) for i, e in enumerate(entries)])
     frame["source"] = "published"
     return frame
+
+
+def _checked(registry: sources.Registry, path: Path, i: int, entry: Any) -> dict[str, Any]:
+    """One entry with its source resolved: every number stated by a registered fact or derived."""
+    if not isinstance(entry, dict) or not entry.get("work"):
+        raise UserError(f"{path}: baselines[{i}] must be a mapping with a 'work'")
+    where = f"{path}: baselines[{i}] ({entry['work']})"
+    source = registry.source(str(entry.get("source")), where)
+    stated, derived = entry.get("stated") or {}, entry.get("derived") or {}
+    for field, ref in stated.items():
+        registry.facts(ref, f"{where}, stated.{field}")
+    bare = [k for k in NUMBERS if entry.get(k) is not None and k not in stated and k not in derived]
+    if bare:
+        raise UserError(
+            f"{where}: {bare[0]} = {entry[bare[0]]} names no source; add stated.{bare[0]}: <source id>#<fact key> "
+            f"(config/sources.yaml) or derived.{bare[0]}: how it is computed"
+        )
+    cites = {k: "; ".join(f.cite() for f in registry.facts(v, where)) for k, v in stated.items()}
+    return {**entry, "cite": source.identifier, "source_id": source.id, "cites": cites}
 
 
 def default_path() -> Path:

@@ -592,7 +592,7 @@ def cmd_simulate_scale(args: argparse.Namespace) -> None:
     )
     rows, skipped = _simulated(points, "simulate-scale", args.jobs)
     steps = [s for plat in platforms for s in scale.steps(rows, plat, args.bucket_mib, args.batch)]
-    compared = papers.compare(claims, steps)
+    compared = papers.compare(claims, steps, {p.name: p for p in platforms})
     _write_tables(
         Path(args.out),
         {"scale_points": rows, "scale": steps, "papers": compared},
@@ -670,7 +670,7 @@ def cmd_reproduce(args: argparse.Namespace) -> None:
         "scalerepro reproduce " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["reproduce"] else "scalerepro reproduce"
     )
     table = reproduce(Path(args.analysis), Path(args.claims), Path(args.out), Path(args.csv), Path(args.json), command)
-    counts = table["verdict"].str.split(r"\s*[(:]", regex=True).str[0].value_counts()
+    counts = table["verdict"].str.split(":").str[0].value_counts()
     print(
         f"{len(table)} claims: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + f" -> {args.out}", file=sys.stderr
     )
@@ -1085,12 +1085,15 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser(
         "reproduce",
-        help="one reproduction card per paper: claims, published, measured, simulated, verdict",
-        description="Verdicts: reproduced; not reproduced (by how much); not measurable here (what it "
-        "would take); not in this run (the sweep lacks the runs). Measures: busbw_ratio (bench, largest "
-        "ranks and message), accuracy_agreement (final top-1 against ring within the ring's seed noise), "
-        "recipe_delta (top-1 of one recipe run minus another's), scaling_efficiency (reported, not judged), "
-        "not_measurable.",
+        help="one reproduction card per paper: claims, their sources, measured and on what, simulated, verdict",
+        description="Each claim names its source fact (config/sources.yaml) or is unverified, and has a scope: "
+        "paper-scale, network (a verdict needs two or more hosts at one rank per core), numerics (any run), "
+        "recipe (a real dataset). Verdicts: reproduced; not reproduced; undetermined (the interval holds no "
+        "difference); indicative only (measured outside the scope); not measurable here (what it would take); "
+        "not in this run (the sweep lacks the runs); unverified claim. Measures: busbw_ratio (paired per round "
+        "at sizes from 1 MiB: median and 10-90th percentile), accuracy_agreement (final top-1 against ring's "
+        "within the resolution: seed range or two standard errors at the eval size), recipe_delta (top-1 of one "
+        "recipe minus another's), scaling_efficiency (never judged on CPU ranks), not_measurable.",
     )
     s.add_argument("--analysis", required=True, metavar="DIR", help="folder written by `analyze`")
     s.add_argument(
@@ -1102,7 +1105,10 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True, metavar="FILE", help="the cards as Markdown, e.g. results/reproduction.md")
     s.add_argument("--csv", required=True, metavar="FILE", help="the same rows as CSV (the HTML report's table)")
     s.add_argument(
-        "--json", required=True, metavar="FILE", help="per claim value, reproduced (1/0) and verdict, for DVC"
+        "--json",
+        required=True,
+        metavar="FILE",
+        help="per claim id: value, interval or resolution, reproduced (1/0) and verdict, for DVC",
     )
     s.set_defaults(fn=cmd_reproduce)
     return p

@@ -186,13 +186,20 @@ class CommConfig:
     grid: tuple[int, ...]
     executor: str
     tuning: str
+    dim_algorithms: tuple[str, ...]
 
     def params(self) -> Any:
         """The CommParams the algorithms take."""
         from scalerepro.comm.context import CommParams
 
         return CommParams(
-            float(self.timeout_s), self.colors, self.chunk_bytes, tuple(self.grid), self.executor, self.tuning
+            float(self.timeout_s),
+            self.colors,
+            self.chunk_bytes,
+            tuple(self.grid),
+            self.executor,
+            self.tuning,
+            tuple(self.dim_algorithms),
         )
 
 

@@ -53,28 +53,34 @@ def test_property_sizes(run_mpi, extra):
 
 @pytest.mark.mpi
 @pytest.mark.parametrize(
-    ("algo", "grid"),
+    ("algo", "grid", "kinds", "executor"),
     [
-        ("torus2d", "[2,3]"),
-        ("torus2d", "[3,2]"),
-        ("torus2d-3phase", "[2,3]"),
-        ("multiring", "[2,3]"),
-        ("multiring", "[3,1,2]"),
-        ("multiring", "[6]"),
+        ("torus2d", "[2,3]", "()", "mpi"),
+        ("torus2d", "[3,2]", "()", "mpi"),
+        ("torus2d-3phase", "[2,3]", "()", "mpi"),
+        ("multiring", "[2,3]", "()", "mpi"),
+        ("multiring", "[3,1,2]", "()", "mpi"),
+        ("multiring", "[6]", "()", "mpi"),
+        ("multiring", "[3,1,2]", "('ring', 'ring', 'library')", "mpi"),
+        ("multiring", "[2,3]", "('library', 'ring')", "mpi"),
+        ("multiring", "[2,3]", "('ring', 'library')", "torch"),
     ],
 )
-def test_grids_on_six_ranks(run_mpi, algo, grid):
+def test_grids_on_six_ranks(run_mpi, algo, grid, kinds, executor):
+    """Each grid (and multiring's per-dimension algorithms) sums random float64 data on 6 ranks, same bits."""
     script = f"""
-import sys, numpy as np
+import sys, numpy as np, torch
 from mpi4py import MPI
 from scalerepro.comm.context import CommParams, Context
 from scalerepro.comm.registry import allreduce
 comm = MPI.COMM_WORLD
-with Context(comm, CommParams(chunk_bytes=1000, grid=tuple({grid}))) as ctx:
+params = CommParams(chunk_bytes=1000, grid=tuple({grid}), dim_algorithms={kinds}, executor="{executor}")
+with Context(comm, params) as ctx:
     for n in (0, 5, 6, 1001, 77777):
         data = np.random.default_rng([n, comm.rank]).standard_normal(n)
         want = np.sum(np.stack(comm.allgather(data)), axis=0) if n else data
-        allreduce(data, "{algo}", ctx)
+        buf = torch.from_numpy(data) if "{executor}" == "torch" else data
+        allreduce(buf, "{algo}", ctx)
         assert np.allclose(data, want, rtol=1e-12, atol=1e-12), n
         assert len(set(comm.allgather(data.tobytes()))) == 1
 print("OK")
@@ -240,6 +246,7 @@ def test_bench_cli_writes_checked_json(run_mpi, tmp_path):
         "colors": 2,
         "chunk_bytes": 0,
         "grid": [],
+        "dim_algorithms": [],
         "executor": "auto",
         "tuning": "",
     }

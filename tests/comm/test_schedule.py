@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -111,3 +113,60 @@ def test_simulate_refuses_messages_whose_ends_disagree():
     receives = Schedule((((Recv(0, 0, 3, True),),),))
     with pytest.raises(ValueError, match="sends"):
         simulate([sends, receives], [np.zeros(4), np.zeros(4)])
+
+
+GRIDS_3D = [((2, 2, 2), ()), ((2, 3, 2), ("ring", "ring", "ring")), ((4, 2, 2), ("library", "ring", "ring"))]
+GRIDS_3D += [((2, 4), ("ring", "library")), ((2, 2, 3), ("ring", "library", "ring")), ((3, 1, 2), ("ring", "ring"))]
+
+
+@pytest.mark.parametrize(("grid", "kinds"), GRIDS_3D)
+@pytest.mark.parametrize("count", [1, 1000, 100_003])
+def test_multiring_sums_on_ddl_grids_with_an_algorithm_per_dimension(grid, kinds, count):
+    spec = Spec(int(np.prod(grid)), 0, count, chunk_bytes=64 * 1024, grid=grid, dim_algorithms=kinds)
+    for lockstep in (False, True):
+        got, inputs, schedules = _run("multiring", spec, lockstep)
+        want = np.sum(np.stack([x.astype(np.float64) for x in inputs]), axis=0)
+        bound = spec.p * np.finfo(np.float32).eps * np.sum(np.abs(np.stack(inputs)), axis=0)
+        assert all(np.all(np.abs(buf - want) <= bound) for buf in got)
+        assert all(buf.tobytes() == got[0].tobytes() for buf in got)
+    check_aligned(schedules)
+    assert schedules[0].info["grid"] == list(grid)
+    if "library" in kinds:
+        assert len(schedules[0].lanes) == 1  # collectives only in one-lane schedules
+
+
+@pytest.mark.parametrize("grid", [(2, 2), (2, 3), (3, 2), (4, 2), (2, 4), (4, 4), (3, 5)])
+def test_multiring_of_rings_on_a_2d_grid_is_exactly_torus2d_3phase(grid):
+    """DDL's grid of rings on X x Y and Mikami et al.'s 3-phase torus all-reduce are one schedule (see the docs)."""
+    spec = Spec(grid[0] * grid[1], 0, 100_003, chunk_bytes=64 * 1024, grid=grid)
+    for rank in range(spec.p):
+        mine = ALGORITHMS["multiring"].schedule(Spec(**{**spec.__dict__, "rank": rank}))
+        theirs = ALGORITHMS["torus2d-3phase"].schedule(Spec(**{**spec.__dict__, "rank": rank}))
+        assert mine.lanes == theirs.lanes
+
+
+def test_multiring_with_the_library_across_nodes_is_hierarchical():
+    """Ranks per node x nodes, a ring inside the node and the library across, unpipelined: hierarchical's stages."""
+    nodes = tuple(r // 4 for r in range(12))
+    for rank in range(12):
+        mine = ALGORITHMS["multiring"].schedule(Spec(12, rank, 10_001, nodes=nodes, dim_algorithms=("ring", "library")))
+        theirs = ALGORITHMS["hierarchical"].schedule(Spec(12, rank, 10_001, nodes=nodes))
+        rename = {"across": "dim1"}
+        assert mine.lanes == tuple(
+            tuple(tuple(s._replace(group=rename[s.group]) if hasattr(s, "group") else s for s in st) for st in lane)
+            for lane in theirs.lanes
+        )
+        assert dict(mine.groups)["dim1"] == dict(theirs.groups)["across"]
+
+
+@pytest.mark.parametrize(
+    ("grid", "kinds", "named"),
+    [
+        ((2, 2, 2, 2), (), "at most 3"),
+        ((2, 2), ("ring", "ring", "ring"), "names 3 dimensions but the grid [2, 2] has 2"),
+        ((2, 2), ("tree",), "'tree' is not one of ring, library"),
+    ],
+)
+def test_multiring_refuses_a_grid_ddl_does_not_describe(grid, kinds, named):
+    with pytest.raises(UserError, match=re.escape(named)):
+        ALGORITHMS["multiring"].schedule(Spec(int(np.prod(grid)), 0, 1000, grid=grid, dim_algorithms=kinds))

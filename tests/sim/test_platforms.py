@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from scalerepro.errors import UserError
-from scalerepro.sim.papers import load_claims
+from scalerepro.sim.papers import compare, load_claims
 from scalerepro.sim.platforms import NUMBERS, load, pick
 from tests.support import REPO
 
@@ -47,7 +47,7 @@ GOOD = {
     "link_GBps": 10.0,
     "latency_us": 1.0,
     "gamma_s_per_byte": 0.0,
-    "sources": dict.fromkeys(("max_ranks", "link_GBps", "latency_us", "gamma_s_per_byte"), "assumed: test"),
+    "sources": {key: {"assumed": "test"} for key in ("max_ranks", "link_GBps", "latency_us", "gamma_s_per_byte")},
 }
 
 
@@ -56,6 +56,8 @@ GOOD = {
     [
         ({"link_GBps": None}, "platform 'p' lacks key 'link_GBps'"),
         ({"sources": {}}, "give sources.max_ranks"),
+        ({"sources": {**GOOD["sources"], "max_ranks": "a vendor"}}, "sources.max_ranks: give {from:"),
+        ({"sources": {**GOOD["sources"], "max_ranks": {"from": "x#y"}}}, "cites registered sources but"),
         ({"nics": 2}, "unknown key(s) ['nics']"),
         ({"shape": "dragonfly"}, "shape 'dragonfly'; choose one of torus, fattree"),
         ({"link_GBps": 0}, "link_GBps must be > 0"),
@@ -89,3 +91,28 @@ def test_simulation_rules_follow_enabled_and_simgrid(monkeypatch, capsys):
     monkeypatch.setattr(sim, "load_simgrid", lambda: None)
     assert sim.enabled("auto") is True
     assert sim.enabled(True) is True
+
+
+def test_a_compute_rate_from_a_reproduced_papers_results_marks_its_projections_dependent():
+    """The shipped paper platforms take their ResNet-50 rate from the papers' own at-scale runs: a simulated
+    time or efficiency there is not independent of the claims, and the papers table says so."""
+    platforms = load(SHIPPED)
+    assert {n for n, p in platforms.items() if p.rate_from_papers()} == {"tpu-v3-pod", "minsky-ddl", "kumar-minsky"}
+    claims = {c["id"]: c for c in load_claims(SHIPPED)}
+    step = {"platform": "kumar-minsky", "ranks": 256, "dtype": "float32", "allreduce_s": 1.0}
+    steps = [step | {"algorithm": a, "time_90_epochs_s": 3000.0} for a in ("multicolor", "native")]
+    steps += [
+        {
+            "platform": "tpu-v3-pod",
+            "ranks": 1024,
+            "dtype": "bfloat16",
+            "algorithm": a,
+            "allreduce_s": t,
+            "images_per_s": 1e6,
+        }
+        for a, t in (("torus2d", 1.0), ("ring", 9.0))
+    ]
+    rows = {r["id"]: r for r in compare(list(claims.values()), steps, platforms)}
+    assert rows["kumar-48min"]["independent"] is False
+    assert rows["ying-torus-vs-ring"]["independent"] is True  # an all-reduce time ratio needs no compute rate
+    assert rows["ying-torus-vs-ring"]["simulated"] == 9.0

@@ -39,6 +39,7 @@ def test_step_hides_overlap_x_compute_and_counts_the_rest():
 def test_claims_against_steps_name_the_assumption_when_off():
     claims = [
         {
+            "id": "a",
             "paper": "A",
             "claim": "eff",
             "cite": "c",
@@ -51,6 +52,7 @@ def test_claims_against_steps_name_the_assumption_when_off():
             "if_off": "the links",
         },
         {
+            "id": "b",
             "paper": "B",
             "claim": "2-D vs 1-D",
             "cite": "c",

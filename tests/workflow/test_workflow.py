@@ -16,6 +16,7 @@ import pytest
 import yaml
 from snakemake.utils import update_config
 
+from scalerepro import sources
 from scalerepro.config import from_mapping
 from tests.support import REPO
 
@@ -207,6 +208,7 @@ def test_dry_run_shards_on_many_cpus_within_the_measured_projection(tmp_path, ti
     assert cluster["shard_runtime_min"] >= 2 * projection["minutes"], projection  # room for reading the sources
 
 
+FACT_REF = re.compile(r"\b([a-z][a-z0-9.-]*[a-z0-9])#([a-z0-9][a-z0-9-]*)")
 PRESETS = {
     "ying2018": {"torus2d", "torus2d-3phase", "ring"},
     "kumar2017": {"multicolor", "ring", "native"},
@@ -216,14 +218,17 @@ PRESETS = {
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))
 def test_paper_preset_validates_and_plans_with_the_slurm_profile(tmp_path, preset):
-    """config/presets/<paper>.yaml over cluster.yaml: valid, every value commented, the paper's algorithms planned."""
+    """config/presets/<paper>.yaml over cluster.yaml: valid, every value citing a registered fact or saying
+    'assumed', every cited fact in config/sources.yaml, the paper's algorithms planned."""
     text = (REPO / "config/presets" / f"{preset}.yaml").read_text()
-    uncited = [
-        line
-        for line in text.splitlines()
-        if ": " in line and not line.lstrip().startswith("#") and "#" not in line and not line.rstrip().endswith(":")
-    ]
-    assert not uncited, f"values without a source or 'assumed': {uncited}"
+    registry = sources.load(REPO / "config" / "sources.yaml")
+    values = [line for line in text.splitlines() if ": " in line and not line.lstrip().startswith("#")]
+    comments = [line.partition(" # ")[2] for line in values if not line.rstrip().endswith(":")]
+    uncited = [c for c in comments if not FACT_REF.search(c) and "assumed" not in c]
+    assert not uncited, f"values without a registered source or 'assumed': {uncited}"
+    for comment in comments:
+        for ref in FACT_REF.findall(comment):
+            registry.fact("#".join(ref), f"config/presets/{preset}.yaml")  # an unknown fact raises
     merged = copy.deepcopy(LAPTOP)
     for layer in ("config/cluster.yaml", f"config/presets/{preset}.yaml"):
         update_config(merged, yaml.safe_load((REPO / layer).read_text()))

@@ -36,6 +36,7 @@ rule analyze:
     input:
         tables=TABLES,
         baselines="config/baselines.yaml",
+        sources="config/sources.yaml",
         costmodel="results/analysis/costmodel.json",
         simulation=SIMULATION,
     output:
@@ -82,6 +83,7 @@ rule reproduce:
     input:
         tables=ANALYSIS,
         claims="config/reproduction.yaml",
+        sources="config/sources.yaml",
     output:
         cards="results/reproduction.md",
         table=report(

@@ -21,7 +21,8 @@ rule simulate_validate:
 
 rule simulate_scale:
     input:
-        "config/platforms.yaml",
+        platforms="config/platforms.yaml",
+        sources="config/sources.yaml",
     output:
         SIM_SCALE,
     log:
@@ -39,7 +40,7 @@ rule simulate_scale:
         claims_max_ranks=CFG.simulate.claims_max_ranks,
         batch=CFG.simulate.batch_per_rank,
     shell:
-        "scalerepro simulate-scale --platforms {input} --platform {params.platforms} --algos {params.algos}"
+        "scalerepro simulate-scale --platforms {input.platforms} --platform {params.platforms} --algos {params.algos}"
         " --ranks {params.ranks} --dtypes {params.dtypes} --bucket-mib {params.bucket_mib}"
         " --claims-max-ranks {params.claims_max_ranks} --batch {params.batch} --jobs {threads}"
         " --out {params.out} > {log} 2>&1"

@@ -36,6 +36,9 @@ AGREEMENT_COLUMNS = [
     "eval_error",
     "noise",
     "within_noise",
+    "val_samples",
+    "dataset",
+    "synthetic",
 ]
 RECIPE_COLUMNS = [
     "run",
@@ -49,6 +52,9 @@ RECIPE_COLUMNS = [
     "best_top1",
     "tta_s",
     "status",
+    "val_samples",
+    "dataset",
+    "synthetic",
 ]
 
 
@@ -106,6 +112,9 @@ def agreement(runs: pd.DataFrame) -> pd.DataFrame:
                     "eval_error": sampling,
                     "noise": noise,
                     "within_noise": None if noise is None else bool(abs(diff) <= noise + 1e-9),
+                    "val_samples": getattr(run, "val_samples", None),
+                    "dataset": getattr(run, "dataset", None),
+                    "synthetic": getattr(run, "synthetic", None),
                 }
             )
     return pd.DataFrame(rows, columns=AGREEMENT_COLUMNS)
@@ -120,4 +129,6 @@ def recipes(runs: pd.DataFrame) -> pd.DataFrame:
         lambda g: g[["variant", "bn_group", "optimizer", "global_batch"]].drop_duplicates().shape[0]
     )
     world = int(cast(SupportsInt, varied.idxmax()))  # a world_size value
-    return ring[ring["world_size"] == world][RECIPE_COLUMNS].sort_values(["variant", "bn_group", "seed"])
+    return (
+        ring[ring["world_size"] == world].reindex(columns=RECIPE_COLUMNS).sort_values(["variant", "bn_group", "seed"])
+    )

@@ -81,6 +81,8 @@ def per_run(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
                 "repetition": int(run.repetition),
                 "optimizer": run.optimizer,
                 "global_batch": int(run.global_batch),
+                "dataset": getattr(run, "dataset", None),
+                "synthetic": getattr(run, "synthetic", None),
                 "status": run.status,
                 "target_top1": run.target_top1,
                 "final_top1": run.final_top1,
@@ -231,6 +233,7 @@ SIMULATED_COLUMNS = [
     "source",
 ]
 PAPERS_COLUMNS = [
+    "id",
     "paper",
     "claim",
     "platform",
@@ -244,6 +247,7 @@ PAPERS_COLUMNS = [
     "within_20pct",
     "assumption_to_revisit",
     "cite",
+    "independent",
 ]
 VALIDATION_COLUMNS = [
     "algorithm",
@@ -304,13 +308,26 @@ def simulation_metrics(sim: dict[str, pd.DataFrame]) -> dict[str, Any]:
         if len(big)
         else {}
     )
-    claims = {f"{r['paper']}: {r['claim']}": _clean(r["simulated"]) for _, r in sim["papers.csv"].iterrows()}
+    claims = {str(r["id"]): _clean(r["simulated"]) for _, r in sim["papers.csv"].iterrows()}
     return {"validation_median_abs_error_64KiB_up": errors, "claims": claims}
 
 
 def busbw(bench: pd.DataFrame) -> pd.DataFrame:
-    """Benchmark points for the busbw plot (already tidy)."""
-    cols = ["algorithm", "world_size", "bytes", "time_us", "algbw_GBps", "busbw_GBps", "wrong", "schedule"]
+    """Benchmark points for the busbw plot and the cards: each with what it ran on (hosts, ranks per core) and
+    its per-round times (``round_us``, JSON)."""
+    cols = [
+        "algorithm",
+        "world_size",
+        "hosts",
+        "ranks_per_core",
+        "bytes",
+        "time_us",
+        "round_us",
+        "algbw_GBps",
+        "busbw_GBps",
+        "wrong",
+        "schedule",
+    ]
     return bench.reindex(columns=cols) if len(bench) else pd.DataFrame(columns=cols)
 
 

@@ -74,6 +74,8 @@ def run_tables(run_json: Path) -> dict[str, list[dict[str, Any]]]:
             "status": record["status"],
             "seconds": record["seconds"],
             "model": train["model"],
+            "dataset": record["config"].get("dataset", {}).get("name"),
+            "synthetic": bool(record["config"].get("dataset", {}).get("generate", False)),
             "global_batch": train["batch_per_rank"] * record["world_size"],
             "optimizer": train["optimizer"],
             "epochs": train["epochs"],

@@ -1,8 +1,11 @@
-"""Reproduction cards: per paper, each claim with the published number, what this run measured, what the
-simulation says at the paper's scale, and a verdict (config/reproduction.yaml lists the claims).
+"""Reproduction cards: per paper, each claim with its source, what this run measured and on what, what the
+simulation says at the paper's scale, and a verdict no stronger than the measurement.
 
-Verdicts: ``reproduced``, ``not reproduced`` (with by how much), ``not measurable here`` (with what it
-would take), ``not in this run`` (the runs a measurement needs are not in the sweep).
+The claims are config/reproduction.yaml's; each states its source fact (config/sources.yaml) or is
+``unverified``. A claim's ``scope`` (:data:`SCOPES`) says what a measurement must have been made on to
+judge it: a measurement outside the scope is reported as indicative only. Verdicts
+(:data:`VERDICTS`) are fixed phrases, so two runs of one commit that measure alike give the same
+verdict; the numbers (value, interval, resolution) sit in their own columns.
 """
 
 from __future__ import annotations
@@ -13,30 +16,75 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import yaml
 
+from scalerepro import sources
 from scalerepro.analysis.collect import read_csv
 from scalerepro.errors import UserError
 from scalerepro.io import write_json_atomic, write_text_atomic
 
-TABLES = ("busbw", "accuracy", "recipes", "scaling", "papers")
-CARD_COLUMNS = ["paper", "claim", "published", "where", "measured", "simulated", "verdict", "value", "reproduced"]
+TABLES = ("busbw", "accuracy", "recipes", "scaling", "papers", "runs")
+CARD_COLUMNS = [
+    "paper",
+    "id",
+    "claim",
+    "published",
+    "source",
+    "scope",
+    "measured",
+    "regime",
+    "simulated",
+    "verdict",
+    "value",
+    "low",
+    "high",
+    "resolution",
+    "reproduced",
+]
+
+# What a measurement must have been made on to judge a claim of each scope.
+SCOPES = {
+    "paper-scale": "the paper's accelerators and dataset at its scale",
+    "network": "an interconnect: ranks on two or more hosts, at most one rank per core",
+    "numerics": "the sums' rounding only: any run that trains the algorithms side by side at one seed",
+    "recipe": "the recipe on a real dataset (the synthetic laptop data only indicates)",
+}
+VERDICTS = (
+    "reproduced",
+    "not reproduced",
+    "undetermined",
+    "indicative only",
+    "not measurable here",
+    "not in this run",
+    "unverified claim",
+)
+RATIO_BYTES = 1 << 20  # a speed claim is about large messages (ResNet-50's gradient buckets): sizes from here up
+PERCENTILES = (10, 90)  # the interval of a measured ratio over the bench's rounds and sizes
 
 
 @dataclass(frozen=True)
 class Measured:
-    """One claim's measurement here: a number (or None), how to read it, and the verdict."""
+    """One claim's measurement here: a number, its interval or resolution, what it was measured on, a verdict.
+
+    ``verdict`` is one of :data:`VERDICTS` with a fixed reason; ``reproduced`` 1 / 0 where judged (a number
+    for ``dvc metrics diff``), None otherwise.
+    """
 
     value: float | None
     text: str
     verdict: str
-    reproduced: int | None = None  # 1 reproduced, 0 not, None not judged (a number: `dvc metrics diff` shows it)
+    regime: str = ""
+    low: float | None = None
+    high: float | None = None
+    resolution: float | None = None
+    reproduced: int | None = None
 
 
-def judged(value: float, text: str, ok: bool, why_not: str) -> Measured:
-    """A measurement with a verdict: reproduced, or not reproduced and by how much."""
-    return Measured(value, text, "reproduced" if ok else f"not reproduced ({why_not})", int(ok))
+def _indicative(scope: str) -> str:
+    """The verdict of an in-scope-less measurement: indicative, and what a verdict needs."""
+    return f"indicative only: a verdict needs {SCOPES[scope]}"
 
 
 def _largest(frame: pd.DataFrame, column: str) -> pd.DataFrame:
@@ -45,29 +93,114 @@ def _largest(frame: pd.DataFrame, column: str) -> pd.DataFrame:
     return frame[at_max]
 
 
+# --- speed: the bench's bus bandwidth, with its spread over rounds and sizes ---
+
+
+def bench_regime(rows: pd.DataFrame) -> tuple[str, bool]:
+    """What bench rows (one rank count) were measured on, and whether that is a network: two or more hosts and
+    at most one rank per core."""
+    world = int(rows["world_size"].iloc[0])
+    hosts = int(rows["hosts"].iloc[0]) if "hosts" in rows and pd.notna(rows["hosts"].iloc[0]) else 1
+    per_core = _per_core(rows)
+    crowded = per_core is not None and per_core > 1
+    load = f"{per_core:.1f} ranks per core, oversubscribed" if crowded else "at most one rank per core"
+    where = f"{world} ranks on {hosts} host{'s' if hosts > 1 else ''} ({load})"
+    return where, hosts >= 2 and not crowded
+
+
+def _per_core(rows: pd.DataFrame) -> float | None:
+    """Ranks per core of one rank count's bench rows (None where the bench did not record it)."""
+    value = rows["ranks_per_core"].iloc[0] if "ranks_per_core" in rows else None
+    return None if value is None or pd.isna(value) else float(value)
+
+
+def _regime_order(rows: pd.DataFrame) -> tuple[bool, bool, int]:
+    """Sort key of one rank count's bench rows: a network first, then dedicated, then the largest."""
+    _, network = bench_regime(rows)
+    per_core = _per_core(rows)
+    return network, per_core is None or per_core <= 1, int(rows["world_size"].iloc[0])
+
+
+def round_ratios(mine: pd.Series, theirs: pd.Series) -> list[float]:
+    """Per round, ``theirs``' time over ``mine`` (so > 1: mine faster), rounds paired as the bench interleaved
+    them; one ratio of the mean times where rounds were not recorded."""
+    a, b = _rounds(mine), _rounds(theirs)
+    if a and b and len(a) == len(b):
+        return [t / m for m, t in zip(a, b, strict=True) if m > 0]
+    return [float(theirs["time_us"]) / float(mine["time_us"])] if float(mine["time_us"]) > 0 else []
+
+
+def _rounds(row: pd.Series) -> list[float]:
+    """The per-round times of a bench row (``round_us``, JSON in the CSV), or []."""
+    raw = row.get("round_us")
+    if isinstance(raw, str) and raw.startswith("["):
+        return [float(x) for x in json.loads(raw)]
+    return list(raw) if isinstance(raw, list) else []
+
+
 def busbw_ratio(
-    tables: dict[str, pd.DataFrame], algorithm: str, over: str, needs: str | None = None, **_: Any
+    tables: dict[str, pd.DataFrame],
+    scope: str,
+    algorithm: str,
+    over: str,
+    needs: str | None = None,
+    min_bytes: int = RATIO_BYTES,
+    **_: Any,
 ) -> Measured:
-    """Median bus bandwidth of ``algorithm`` over ``over``'s at the bench's largest rank count and message;
-    ``needs``: why a sweep may leave the pair out (then the claim is not measurable here, not missing)."""
+    """Bus bandwidth of ``algorithm`` over ``over``'s, paired round by round at every size from ``min_bytes`` up
+    (the largest size if none reaches it): the median ratio and its 10-90th percentile interval, at the rank
+    count whose regime speaks best to the claim (a network, then one rank per core, then the largest).
+
+    ``needs``: why a sweep may leave the pair out (then the claim is not measurable here, not missing).
+    """
     bench = tables["busbw"]
     pair = bench[bench["algorithm"].isin([algorithm, over])]
-    if pair["algorithm"].nunique() < 2:
+    worlds = [g for _, g in pair.groupby("world_size") if g["algorithm"].nunique() == 2]
+    if not worlds:
         text = f"the bench ran no {algorithm} and {over} side by side"
         return Measured(None, text, f"not measurable here: {needs}" if needs else "not in this run")
-    top = _largest(_largest(pair, "world_size"), "bytes")
-    ran_as = _ran_as(top[top["algorithm"] == algorithm])
-    if ran_as not in (None, algorithm):
-        return Measured(
-            None,
-            f"{algorithm} ran as {ran_as} here (one node, or too few ranks for its shape)",
-            f"not measurable here: {algorithm} needs several nodes to differ from {ran_as}",
-        )
-    rates = top.groupby("algorithm")["busbw_GBps"].median()
-    ratio = float(rates[algorithm] / rates[over])
-    world, size = int(top["world_size"].iloc[0]), int(top["bytes"].iloc[0])
-    text = f"{ratio:.2f}x {over}'s bus bandwidth at {world} ranks, {size / 2**20:.0f} MiB"
-    return judged(ratio, text, ratio >= 1, f"{1 - ratio:.0%} slower here")
+    sized = [_from_size(g, min_bytes) for g in worlds]
+    itself = [g for g in sized if _ran_as(g[g["algorithm"] == algorithm]) in (None, algorithm)]
+    if not itself:
+        ran_as = _ran_as(sized[-1][sized[-1]["algorithm"] == algorithm])
+        text = f"{algorithm} ran as {ran_as} at every rank count benched (one node, or too few ranks for its shape)"
+        return Measured(None, text, f"not measurable here: {algorithm} needs several nodes to differ from {ran_as}")
+    big = max(itself, key=_regime_order)
+    ratios = [
+        r
+        for _, at in big.groupby("bytes")
+        for r in round_ratios(at[at["algorithm"] == algorithm].iloc[0], at[at["algorithm"] == over].iloc[0])
+    ]
+    value = float(np.median(ratios))
+    low, high = (float(v) for v in np.percentile(ratios, PERCENTILES))
+    where, network = bench_regime(big)
+    regime = f"{where}, {_sizes(int(big['bytes'].min()), int(big['bytes'].max()))}"
+    text = f"{value:.2f}x {over}'s bus bandwidth ({low:.2f}-{high:.2f} over {len(ratios)} round-size pairs)"
+    if not network or scope != "network":
+        return Measured(value, text, _indicative(scope), regime, low, high)
+    if low > 1:
+        return Measured(value, text, "reproduced", regime, low, high, reproduced=1)
+    if high < 1:
+        return Measured(value, text, "not reproduced", regime, low, high, reproduced=0)
+    return Measured(value, text, "undetermined: the interval holds no difference", regime, low, high)
+
+
+def _from_size(rows: pd.DataFrame, min_bytes: int) -> pd.DataFrame:
+    """One rank count's bench rows at sizes from ``min_bytes`` (its largest size if none reaches it)."""
+    big = rows[rows["bytes"] >= min_bytes]
+    return big if len(big) else _largest(rows, "bytes")
+
+
+def _sizes(lo: int, hi: int) -> str:
+    """A range of message sizes for the cards (``1-4 MiB``, ``256 KiB``)."""
+
+    def size(n: int) -> tuple[str, str]:
+        return (f"{n / 2**20:g}", "MiB") if n >= 2**20 else (f"{n / 1024:g}", "KiB")
+
+    (a, unit_a), (b, unit_b) = size(lo), size(hi)
+    if lo == hi:
+        return f"{a} {unit_a}"
+    return f"{a}-{b} {unit_b}" if unit_a == unit_b else f"{a} {unit_a}-{b} {unit_b}"
 
 
 def _ran_as(rows: pd.DataFrame) -> str | None:
@@ -79,24 +212,47 @@ def _ran_as(rows: pd.DataFrame) -> str | None:
     return record.get("as") if isinstance(record, dict) else None
 
 
-def accuracy_agreement(tables: dict[str, pd.DataFrame], algorithm: str, **_: Any) -> Measured:
-    """The final top-1 of ``algorithm`` against the ring's at the same seed, judged by the noise (see accuracy)."""
+# --- accuracy: against the ring at one seed, or between recipes; each with its resolution ---
+
+
+def _data_regime(row: pd.Series) -> str:
+    """The dataset and evaluation a run measured on."""
+    name = row.get("dataset")
+    kind = "synthetic " if bool(row.get("synthetic")) else ""
+    n = row.get("val_samples")
+    evals = f", {int(n):,} val images" if n is not None and pd.notna(n) else ""
+    return f"{kind}dataset {name}{evals}" if isinstance(name, str) else f"the run's dataset{evals}"
+
+
+def accuracy_agreement(tables: dict[str, pd.DataFrame], scope: str, algorithm: str, **_: Any) -> Measured:
+    """The final top-1 of ``algorithm`` against the ring's at the same seed, judged within the resolution: the
+    larger of the ring's seed-to-seed range and two standard errors of a difference at this eval size."""
     acc = tables["accuracy"]
     rows = acc[acc["algorithm"] == algorithm]
     if rows.empty:
         return Measured(None, f"no {algorithm} run beside a ring run at the same seed", "not in this run")
     row = _largest(rows, "world_size").iloc[0]
-    noise = row["noise"]
-    text = f"top-1 {row['final_top1']:.3f} against ring's {row['ring_top1']:.3f} at {int(row['world_size'])} ranks"
-    if pd.isna(noise):
-        return Measured(
-            float(row["diff"]), text + "; neither a second seed nor the eval size to judge it by", "not in this run"
-        )
-    seeds = "n/a" if pd.isna(row["seed_range"]) else f"{row['seed_range']:.3f} over {int(row['noise_seeds'])} seeds"
-    text += f" (noise {noise:.3f}: seed range {seeds}, eval sampling error {row['eval_error']:.3f})"
-    return judged(
-        float(row["diff"]), text, bool(row["within_noise"]), f"differs by {abs(row['diff']):.3f}, beyond the noise"
-    )
+    regime = f"{int(row['world_size'])} ranks, {_data_regime(row)}"
+    text = f"top-1 {row['final_top1']:.3f} against ring's {row['ring_top1']:.3f} ({row['diff']:+.3f})"
+    if pd.isna(row["noise"]):
+        return Measured(float(row["diff"]), text + "; no resolution known (no eval size, one seed)", "not in this run")
+    res = float(row["noise"])
+    text += f", resolution {res:.3f} ({_resolution_parts(row)})"
+    if scope != "numerics":
+        return Measured(float(row["diff"]), text, _indicative(scope), regime, resolution=res)
+    ok = abs(float(row["diff"])) <= res + 1e-9
+    verdict = "reproduced" if ok else "not reproduced"
+    return Measured(float(row["diff"]), text, verdict, regime, resolution=res, reproduced=int(ok))
+
+
+def _resolution_parts(row: pd.Series) -> str:
+    """What the resolution is made of: the eval sampling error and the ring's seed range."""
+    parts = []
+    if pd.notna(row.get("eval_error")):
+        parts.append(f"eval sampling {row['eval_error']:.3f}")
+    if pd.notna(row.get("seed_range")):
+        parts.append(f"seed range {row['seed_range']:.3f} over {int(row['noise_seeds'])} seeds")
+    return ", ".join(parts)
 
 
 def _select(recipes: pd.DataFrame, where: dict[str, Any]) -> pd.DataFrame:
@@ -111,8 +267,11 @@ def _select(recipes: pd.DataFrame, where: dict[str, Any]) -> pd.DataFrame:
     return out
 
 
-def recipe_delta(tables: dict[str, pd.DataFrame], runs: dict[str, Any], against: dict[str, Any], **_: Any) -> Measured:
-    """Final top-1 of the runs matching ``runs`` minus that of ``against`` (first seed), judged by the noise."""
+def recipe_delta(
+    tables: dict[str, pd.DataFrame], scope: str, runs: dict[str, Any], against: dict[str, Any], **_: Any
+) -> Measured:
+    """Final top-1 of the runs matching ``runs`` minus that of ``against`` (first seed); judged (no loss larger
+    than the resolution) only on a real dataset, indicative on the synthetic one."""
     recipes = tables["recipes"]
     a, b = _select(recipes, runs), _select(recipes, against)
     if a.empty or b.empty:
@@ -120,12 +279,16 @@ def recipe_delta(tables: dict[str, pd.DataFrame], runs: dict[str, Any], against:
     ra, rb = a.sort_values("seed").iloc[0], b.sort_values("seed").iloc[0]
     delta = float(ra["final_top1"] - rb["final_top1"])
     noises = tables["accuracy"]["noise"].dropna()
-    noise = float(noises.max()) if len(noises) else 0.0
+    res = float(noises.max()) if len(noises) else None
     text = (
-        f"top-1 {ra['final_top1']:.3f} ({_describe(ra)}) against {rb['final_top1']:.3f} ({_describe(rb)}), "
-        f"{delta:+.3f}; noise {noise:.3f}"
+        f"top-1 {ra['final_top1']:.3f} ({_describe(ra)}) against {rb['final_top1']:.3f} ({_describe(rb)}), {delta:+.3f}"
     )
-    return judged(delta, text, delta >= -noise, f"{-delta:.3f} lower, beyond the noise")
+    text += f", resolution {res:.3f}" if res is not None else ", resolution unknown"
+    regime = f"{int(ra['world_size'])} ranks, {_data_regime(ra)}"
+    if bool(ra.get("synthetic", True)) or res is None:
+        return Measured(delta, text, _indicative(scope), regime, resolution=res)
+    ok = delta >= -res
+    return Measured(delta, text, "reproduced" if ok else "not reproduced", regime, resolution=res, reproduced=int(ok))
 
 
 def _describe(run: pd.Series) -> str:
@@ -133,18 +296,22 @@ def _describe(run: pd.Series) -> str:
     return f"{run['optimizer']}, batch {int(run['global_batch'])}, BN over {run['bn_group']}"
 
 
-def scaling_efficiency(tables: dict[str, pd.DataFrame], needs: str, **_: Any) -> Measured:
-    """The measured scaling efficiency at the largest rank count, reported but not judged (see ``needs``)."""
+# --- the rest: scaling efficiency (never judged on CPU ranks), and what this hardware cannot measure ---
+
+
+def scaling_efficiency(tables: dict[str, pd.DataFrame], scope: str, needs: str, **_: Any) -> Measured:
+    """The measured scaling efficiency at the largest rank count: indicative (see ``needs``)."""
     scale = tables["scaling"].dropna(subset=["efficiency"])
     scale = scale[scale.groupby("setting")["world_size"].transform("nunique") > 1]  # a curve, not one point
     if scale.empty:
         return Measured(None, "no scaling measured", f"not measurable here: {needs}")
     row = _largest(scale, "world_size").iloc[0]
+    regime = f"{int(row['world_size'])} CPU ranks"
     text = f"{row['efficiency']:.0%} at {int(row['world_size'])} ranks ({row['setting']})"
-    return Measured(float(row["efficiency"]), text, f"not measurable here: {needs}")
+    return Measured(float(row["efficiency"]), text, _indicative(scope), regime)
 
 
-def not_measurable(_tables: dict[str, pd.DataFrame], needs: str, **_: Any) -> Measured:
+def not_measurable(_tables: dict[str, pd.DataFrame], scope: str, needs: str, **_: Any) -> Measured:  # noqa: ARG001 (every measure takes the scope)
     """A claim this hardware cannot speak to; ``needs`` says what would."""
     return Measured(None, "not measured", f"not measurable here: {needs}")
 
@@ -154,41 +321,77 @@ MEASURES: dict[str, Callable[..., Measured]] = {
 }
 
 
+# --- the claims file ---
+
+
 def load_claims(path: Path) -> list[dict[str, Any]]:
-    """The papers of config/reproduction.yaml, each claim's measure kind checked (errors name the claim)."""
+    """The papers of config/reproduction.yaml, every claim checked: its id, scope and measure kind, and its
+    source fact (resolved into ``cite``) or ``unverified``; errors name the file, the claim and the fix."""
     try:
-        papers: list[dict[str, Any]] = yaml.safe_load(Path(path).read_text())["papers"]
+        doc = yaml.safe_load(Path(path).read_text())
+        papers: list[dict[str, Any]] = doc["papers"]
     except (OSError, yaml.YAMLError, KeyError, TypeError) as exc:
         raise UserError(f"cannot read the claims in {path}: {exc}; it needs a top-level `papers:` list") from None
+    registry = sources.load_beside(Path(path), doc)
+    seen: set[str] = set()
     for paper in papers:
+        where = f"{path}: {paper.get('paper')}"
+        source = registry.source(str(paper.get("source")), where)
+        paper["cite"], paper["held"] = source.identifier, source.held
         for claim in paper["claims"]:
-            kind = claim.get("measure", {}).get("kind")
-            if kind not in MEASURES:
-                raise UserError(
-                    f"{path}: {paper['paper']}, claim {claim['claim']!r}: measure.kind {kind!r} is not "
-                    f"one of {sorted(MEASURES)}"
-                )
+            _check_claim(registry, f"{where}, claim {claim.get('id', claim.get('claim'))!r}", claim, seen)
     return papers
 
 
+def _check_claim(registry: sources.Registry, where: str, claim: dict[str, Any], seen: set[str]) -> None:
+    """One claim: a unique id, a known scope and measure, and a source (resolved) or ``unverified``."""
+    cid = claim.get("id")
+    if not cid or cid in seen:
+        raise UserError(f"{where}: every claim needs its own `id` ({cid!r} is missing or used twice)")
+    seen.add(cid)
+    if claim.get("scope") not in SCOPES:
+        raise UserError(f"{where}: scope {claim.get('scope')!r} is not one of {', '.join(SCOPES)}")
+    kind = (claim.get("measure") or {}).get("kind")
+    if kind not in MEASURES:
+        raise UserError(f"{where}: measure.kind {kind!r} is not one of {sorted(MEASURES)}")
+    if bool(claim.get("source")) == bool(claim.get("unverified")):
+        raise UserError(
+            f"{where}: give `source: <source id>#<fact key>` (the fact that states it) or `unverified:` "
+            "(what would verify it), not both and not neither"
+        )
+    for ref in claim.get("related") or []:
+        registry.fact(ref, f"{where}, related")
+    if claim.get("source"):
+        fact = registry.fact(claim["source"], where)
+        claim["cite"] = fact.cite()
+        if fact.unverified:
+            claim["unverified"] = f"its source fact is unverified: {fact.unverified}"
+    else:
+        claim["cite"] = f"unverified: {claim['unverified']}"
+
+
+# --- cards ---
+
+
 def simulated(papers_csv: pd.DataFrame, claim: str | None) -> str:
-    """What the simulation says for the platforms.yaml claim named ``claim``."""
+    """What the simulation says for the config/platforms.yaml claim with id ``claim``."""
     if claim is None:
         return "not simulated"
-    rows = papers_csv[papers_csv["claim"] == claim] if len(papers_csv) else papers_csv
+    rows = papers_csv[papers_csv["id"] == claim] if len(papers_csv) and "id" in papers_csv else papers_csv.iloc[0:0]
     if rows.empty:
-        return "not simulated yet (run the simulation: make simulate, or simulate.enabled)"
+        return "not simulated in this run (SimGrid missing or simulate.enabled false: see the README)"
     row = rows.iloc[0]
     if pd.isna(row["simulated"]):
         return (
             f"not simulated in this run ({int(row['ranks'])} ranks is above simulate.claims_max_ranks: "
             "make simulate runs it)"
         )
-    value = _format(row["metric"], row["simulated"])
+    value = f"{_format(row['metric'], row['simulated'])} at {int(row['ranks'])} ranks on {row['platform']}"
+    if str(row.get("independent")).lower() == "false":
+        value += " (not independent: the platform's compute rate comes from the paper's own results)"
     if pd.isna(row["published"]):
-        return f"{value} at {int(row['ranks'])} ranks on {row['platform']} (no published number to compare)"
-    ratio = row["simulated_over_published"]
-    return f"{value} at {int(row['ranks'])} ranks on {row['platform']}: {ratio:.2f}x the published figure"
+        return f"{value}; no published number to compare"
+    return f"{value}: {row['simulated_over_published']:.2f}x the published figure"
 
 
 def _format(metric: str, value: float) -> str:
@@ -201,68 +404,133 @@ def _format(metric: str, value: float) -> str:
     }.get(metric, f"{value:.3g} {metric}")
 
 
+def judge(claim: dict[str, Any], tables: dict[str, pd.DataFrame]) -> Measured:
+    """The claim's measurement, its verdict replaced by ``unverified claim`` where no held source states it."""
+    params = {k: v for k, v in claim["measure"].items() if k != "kind"}
+    got = MEASURES[claim["measure"]["kind"]](tables, claim["scope"], **params)
+    if claim.get("unverified"):
+        return Measured(got.value, got.text, "unverified claim", got.regime, got.low, got.high, got.resolution)
+    return got
+
+
 def cards(papers: list[dict[str, Any]], tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """One row per claim: published, measured, simulated, verdict."""
+    """One row per claim: its source, published, measured and on what, simulated, verdict and numbers."""
     rows = []
     for paper in papers:
         for claim in paper["claims"]:
-            params = {k: v for k, v in claim["measure"].items() if k != "kind"}
-            got = MEASURES[claim["measure"]["kind"]](tables, **params)
+            got = judge(claim, tables)
             rows.append(
                 {
                     "paper": paper["paper"],
+                    "id": claim["id"],
                     "claim": claim["claim"],
                     "published": claim["published"],
-                    "where": claim["where"],
+                    "source": claim["cite"],
+                    "scope": claim["scope"],
                     "measured": got.text,
+                    "regime": got.regime,
                     "simulated": simulated(tables["papers"], claim.get("simulated")),
                     "verdict": got.verdict,
                     "value": got.value,
+                    "low": got.low,
+                    "high": got.high,
+                    "resolution": got.resolution,
                     "reproduced": got.reproduced,
                 }
             )
     return pd.DataFrame(rows, columns=CARD_COLUMNS)
 
 
-def markdown(papers: list[dict[str, Any]], table: pd.DataFrame, command: str) -> str:
-    """results/reproduction.md: one card (a heading and a table) per paper."""
-    lines = [
-        "# Reproduction",
-        "",
-        f"Written by `{command}` from this run's results/analysis tables.",
-        (
-            "Measured: this run (see results/metrics.json for the machine and rank counts). Simulated: SimGrid "
-            "at the paper's scale (config/platforms.yaml)."
-        ),
+def establishes(tables: dict[str, pd.DataFrame], table: pd.DataFrame) -> list[str]:
+    """What this run can establish, from what it ran on: the opening of results/reproduction.md."""
+    bench, runs, acc = tables["busbw"], tables["runs"], tables["accuracy"]
+    lines = []
+    if len(bench):
+        regimes = sorted({bench_regime(g)[0] for _, g in bench.groupby("world_size")})
+        wrong = pd.to_numeric(bench["wrong"], errors="coerce").fillna(0).sum() if "wrong" in bench else 0
+        sums = "every benchmarked sum checked correct" if wrong == 0 else f"{int(wrong)} WRONG elements in the bench"
+        network = any(bench_regime(g)[1] for _, g in bench.groupby("world_size"))
+        speed = "speed claims judged on a network" if network else "speed claims indicative only (no network here)"
+        lines.append(f"- All-reduce bench: {'; '.join(regimes)}: {sums}; {speed}.")
+    if len(runs):
+        names = sorted({str(n) for n in runs.get("dataset", pd.Series(dtype=object)).dropna()})
+        flags = runs.get("synthetic", pd.Series(dtype=object)).dropna()
+        real = bool(len(flags)) and not flags.astype(bool).any()
+        kind = "real" if real else "synthetic" if len(flags) else "unrecorded"
+        data = f"the {kind} dataset {', '.join(names)}" if names else f"a dataset (kind {kind})"
+        res = acc["noise"].dropna()
+        within = f", accuracy compared within a resolution of {res.max():.3f} top-1" if len(res) else ""
+        recipes = "recipe claims judged" if real else "recipe claims indicative only"
+        lines.append(f"- Training: {len(runs)} runs on {data}{within}; {recipes}.")
+    sim = tables["papers"]
+    done = int(sim["simulated"].notna().sum()) if len(sim) and "simulated" in sim else 0
+    lines.append(
+        f"- Simulation: {done} claims at the paper's scale (SimGrid on config/platforms.yaml, under its stated "
+        "assumptions; no verdict from it)"
+        if done
+        else "- Simulation: not in this run (install SimGrid: see the README)."
+    )
+    unverified = int((table["verdict"] == "unverified claim").sum())
+    lines.append(f"- Claims no held source states: {unverified} (marked unverified claim, measured all the same).")
+    return lines
+
+
+def markdown(papers: list[dict[str, Any]], table: pd.DataFrame, tables: dict[str, pd.DataFrame], command: str) -> str:
+    """results/reproduction.md: what the run can establish, then one card (a heading and a table) per paper."""
+    lines = ["# Reproduction", "", f"Written by `{command}` from this run's results/analysis tables.", ""]
+    lines += ["What this run can establish:", "", *establishes(tables, table), ""]
+    lines += [
+        "Verdicts: " + "; ".join(VERDICTS) + ". A verdict is given only where the measurement was made on what "
+        "the claim's scope needs (" + "; ".join(f"{k}: {v}" for k, v in SCOPES.items()) + ").",
         "",
     ]
     for paper in papers:
         rows = table[table["paper"] == paper["paper"]]
         lines += [
-            f"## {paper['paper']}: {paper['title']} ({paper['cite']})",
+            f"## {paper['paper']} ({paper['cite']}, source `{paper['source']}`)",
             "",
-            f"At the paper's scale: `--configfile config/cluster.yaml {paper['preset']}`.",
+            (
+                f"Held of the paper: {paper['held']}. Here: {_tally(rows)}. At the paper's scale: "
+                f"`--configfile config/cluster.yaml {paper['preset']}`."
+            ),
             "",
-            "| claim | published (where) | measured here | simulated at the paper's scale | verdict |",
-            "|---|---|---|---|---|",
+            "| claim | published | source (where) | measured here | on | simulated at the paper's scale | verdict |",
+            "|---|---|---|---|---|---|---|",
         ]
         for r in rows.itertuples(index=False):
-            lines.append(f"| {r.claim} | {r.published} ({r.where}) | {r.measured} | {r.simulated} | {r.verdict} |")
+            lines.append(
+                f"| {r.claim} | {r.published} | {r.source} | {r.measured} | {r.regime or '-'} | {r.simulated} "
+                f"| {r.verdict} |"
+            )
         lines.append("")
     return "\n".join(lines)
 
 
+def _tally(rows: pd.DataFrame) -> str:
+    """A card's verdicts counted: what this run can say of the paper's claims."""
+    counts = rows["verdict"].str.split(":").str[0].value_counts()
+    return ", ".join(f"{n} {v}" for v, n in counts.items())
+
+
 def metrics(table: pd.DataFrame) -> dict[str, Any]:
-    """For DVC: per paper and claim, the measured value, 1/0 reproduced, and the verdict."""
+    """For DVC: per paper and claim id, the measured value, its interval or resolution, 1/0 reproduced, verdict."""
     out: dict[str, Any] = {}
     r: Any  # a row of the cards table: its columns' types are unknown to the type checker
     for r in table.itertuples(index=False):
-        out.setdefault(r.paper, {})[r.claim] = {
-            "value": None if pd.isna(r.value) else float(r.value),
+        out.setdefault(r.paper, {})[r.id] = {
+            "value": _num(r.value),
+            "low": _num(r.low),
+            "high": _num(r.high),
+            "resolution": _num(r.resolution),
             "reproduced": None if pd.isna(r.reproduced) else int(r.reproduced),
             "verdict": r.verdict,
         }
     return out
+
+
+def _num(value: Any) -> float | None:
+    """A JSON number, None for a missing one."""
+    return None if value is None or pd.isna(value) else float(value)
 
 
 def read_tables(analysis: Path) -> dict[str, pd.DataFrame]:
@@ -273,8 +541,11 @@ def read_tables(analysis: Path) -> dict[str, pd.DataFrame]:
 def reproduce(analysis: Path, claims: Path, out_md: Path, out_csv: Path, out_json: Path, command: str) -> pd.DataFrame:
     """Write the cards (Markdown), their table (CSV, for the HTML report) and the DVC metrics; return the table."""
     papers = load_claims(claims)
-    table = cards(papers, read_tables(analysis))
-    write_text_atomic(out_md, markdown(papers, table, command))
-    write_text_atomic(out_csv, table.drop(columns=["value", "reproduced"]).to_csv(index=False))
+    tables = read_tables(analysis)
+    table = cards(papers, tables)
+    write_text_atomic(out_md, markdown(papers, table, tables, command))
+    write_text_atomic(
+        out_csv, table.drop(columns=["value", "low", "high", "resolution", "reproduced"]).to_csv(index=False)
+    )
     write_json_atomic(out_json, metrics(table))
     return table

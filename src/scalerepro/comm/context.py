@@ -40,6 +40,7 @@ class CommParams:
     grid: tuple[int, ...] = ()
     executor: str = "auto"
     tuning: str = ""
+    dim_algorithms: tuple[str, ...] = ()  # multiring: per grid dimension, "ring" or "library"
 
     def __post_init__(self) -> None:
         """Check ranges; errors name the key."""
@@ -53,6 +54,8 @@ class CommParams:
             raise UserError(f"comm.chunk_bytes={self.chunk_bytes}: must be >= 4, or 0 for the executor's default")
         if any(d < 1 for d in self.grid):
             raise UserError(f"comm.grid={list(self.grid)}: every dimension must be >= 1")
+        if any(k not in ("ring", "library") for k in self.dim_algorithms):
+            raise UserError(f"comm.dim_algorithms={list(self.dim_algorithms)}: each must be ring or library")
 
 
 class Watchdog:

@@ -329,6 +329,7 @@ def row_spec(row: dict[str, Any]) -> Spec:
         UNPIPELINED,
         tuple(comm.get("grid") or ()),
         tuple(row.get("nodes") or ()),
+        tuple(comm.get("dim_algorithms") or ()),
     )
 
 

@@ -37,6 +37,7 @@ ones with an ``oop_`` prefix. :func:`summary` gives the footer's numbers.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import statistics
@@ -265,26 +266,36 @@ def measure_size(ctx: Context, algos: Iterable[str], nbytes: int, spec: SweepSpe
     for k in range(rounds):
         for t in timings[k % len(timings) :] + timings[: k % len(timings)]:  # each round starts one further on
             _time(ctx, t, t.iters * (k + 1) // rounds - t.iters * k // rounds, spec)
-    return [_row(ctx, oop, inplace, count, spec) for oop, inplace in pairs]
+    return [_row(ctx, oop, inplace, count, spec, rounds) for oop, inplace in pairs]
 
 
-def _results(ctx: Context, t: _Timing, nbytes: int, spec: SweepSpec) -> dict[str, Any]:
-    """One finished measurement: t = max over ranks of the mean iteration time, bandwidths, #wrong."""
+def round_means(times: list[float], rounds: int) -> list[float]:
+    """The mean iteration time of each round, the rounds cut as :func:`measure_size` cuts them."""
+    n = len(times)
+    cuts = [n * k // rounds for k in range(rounds + 1)]
+    return [statistics.fmean(times[a:b]) for a, b in itertools.pairwise(cuts) if b > a]
+
+
+def _results(ctx: Context, t: _Timing, nbytes: int, spec: SweepSpec, rounds: int) -> dict[str, Any]:
+    """One finished measurement: t = max over ranks of the mean iteration time, bandwidths, #wrong, and each
+    round's time (max over ranks of the round's mean): the spread a comparison between algorithms reads."""
     comm = ctx.comm
     per_rank = comm.allgather(statistics.fmean(t.times))
+    per_round = comm.allgather(round_means(t.times, rounds))
     worst = max(per_rank)
     algbw = nbytes / worst / 1e9 if worst > 0 else 0.0
     return {
         "time_us": worst * 1e6,
         "min_us": min(per_rank) * 1e6,
         "median_us": statistics.median(per_rank) * 1e6,
+        "round_us": [max(r) * 1e6 for r in zip(*per_round, strict=True)],
         "algbw_GBps": algbw,
         "busbw_GBps": algbw * bus_factor(comm.size),
         "wrong": comm.allreduce(t.wrong, op=MPI.SUM) if spec.check else None,
     }
 
 
-def _row(ctx: Context, oop: _Timing, inplace: _Timing, count: int, spec: SweepSpec) -> dict[str, Any]:
+def _row(ctx: Context, oop: _Timing, inplace: _Timing, count: int, spec: SweepSpec, rounds: int) -> dict[str, Any]:
     """One algorithm's row at one size: in-place results under their old names, out-of-place ones as ``oop_*``."""
     nbytes = count * np.dtype(DTYPES[spec.dtype]).itemsize
     used = resolve(inplace.buf, inplace.algo, ctx).record()
@@ -294,8 +305,9 @@ def _row(ctx: Context, oop: _Timing, inplace: _Timing, count: int, spec: SweepSp
         "count": count,
         "dtype": spec.dtype,
         "iters": inplace.iters,
-        **_results(ctx, inplace, nbytes, spec),
-        **{f"oop_{k}": v for k, v in _results(ctx, oop, nbytes, spec).items()},
+        "rounds": rounds,
+        **_results(ctx, inplace, nbytes, spec, rounds),
+        **{f"oop_{k}": v for k, v in _results(ctx, oop, nbytes, spec, rounds).items()},
         "oop_via": oop_via(ctx, oop.buf, oop.algo),
         "executor": used.pop("executor"),
         "schedule": used,

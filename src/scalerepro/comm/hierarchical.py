@@ -1,5 +1,12 @@
 """``hierarchical``: intra-node reduce-scatter, inter-node all-reduce on the shard, intra-node all-gather.
 
+Goyal et al. 2017 sum within each server, all-reduce across servers and
+broadcast back (``goyal2017#allreduce``, sec. 4.1); this version
+reduce-scatters and all-gathers inside the node instead, so each rank
+carries 1/g of the buffer across nodes. It is multiring on ranks per node
+x nodes with the library across nodes (``comm.dim_algorithms: [ring,
+library]``; the same schedule in one pipeline chunk, tested).
+
 As implemented here: the node comes from the rank layout (MPI's
 shared-memory split, or SLURM's node names); the intra-node phases are a
 ring over the node's ranks; the inter-node phase is the library's

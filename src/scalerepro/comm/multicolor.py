@@ -1,6 +1,14 @@
 """``multicolor``: the buffer split into k colors, each all-reduced around its own ring, all at once.
 
-After Kumar et al. 2017 (arXiv 1711.00705), as implemented here: color c
+What the held sources establish (config/sources.yaml): Kumar et al. 2017
+name a "multi-color" MPI Allreduce as one of three optimizations that cut
+communication overhead (``kumar2017#optimizations``, abstract); the
+conference version's abstract calls it an MPI optimization
+(``kumar2017-cluster#system``). How many colors, whether rings or trees,
+and how colors map to network ports are in the paper's body, which the
+project does not hold.
+
+This module's version is a reconstruction from the name: color c
 all-reduces its 1/k of the buffer around a ring whose rank order differs
 from the other colors', so the colors load different links and
 directions. On one node: color 0 runs 0, 1, 2, ..., color 1 the reverse,

@@ -1,7 +1,8 @@
 """``rabenseifner``: recursive-halving reduce-scatter, then recursive-doubling all-gather.
 
-Cost: 2 lg p alpha + 2n(p-1)/p beta + n(p-1)/p gamma (Rabenseifner 2004;
-Thakur, Rabenseifner and Gropp 2005). For p not a power of two, as
+Cost: 2 lg p alpha + 2n(p-1)/p beta + n(p-1)/p gamma. Goyal et al. 2017
+sum across servers this way, 3x faster than the ring on 32 servers
+(``goyal2017#allreduce``, sec. 4.1). For p not a power of two, as
 implemented here (the MPICH scheme): with r = p - 2^floor(lg p), the first
 2r ranks pair up, each even rank hands its buffer to its odd partner and
 sits out; the remaining 2^k ranks run the power-of-two algorithm; the odd

@@ -130,6 +130,7 @@ def resolve(buf: Any, algo: str, ctx: Context) -> Resolved:
             chunk,
             ctx.params.grid,
             ctx.nodes() if ctx.size > 1 else (),
+            ctx.params.dim_algorithms,
         )
         return Resolved(chosen, executor, entry.schedule(spec), executor == mpi_executor.NAME and device != "cpu")
 

@@ -85,6 +85,7 @@ class Spec:
     chunk_bytes: int = 4 << 20
     grid: tuple[int, ...] = ()
     nodes: tuple[int, ...] = ()
+    dim_algorithms: tuple[str, ...] = ()  # multiring: per grid dimension, "ring" or "library" (default ring)
 
     @property
     def nbytes(self) -> int:
@@ -165,26 +166,33 @@ def ring_path(rank: int, rings: Sequence[tuple[int, ...]], lo: int, hi: int) -> 
     """
     reduce: list[Stage] = []
     gathers: list[list[Stage]] = []
-    new = tuple.__new__
     for order in rings:
-        q = len(order)
-        if q == 1:
+        if len(order) == 1:
             continue
-        pos = order.index(rank)
-        right, left = order[(pos + 1) % q], order[(pos - 1) % q]
-        b = chunk_bounds(lo, hi, q)
-        c = [(b[(pos - s) % q], b[(pos - s) % q + 1]) for s in range(q)]  # c[s]: chunk pos - s
-        # tuple.__new__ directly: NamedTuple's own constructor is several times slower, and the cost model builds
-        # every rank's schedule (4 M steps for a ring of 1,024)
-        reduce += [exchange(new(Send, (right, *c[s], True)), new(Recv, (left, *c[s + 1], True))) for s in range(q - 1)]
-        gathers.append(
-            [
-                exchange(new(Send, (right, *c[(s - 1) % q], False)), new(Recv, (left, *c[s], False)))
-                for s in range(q - 1)
-            ]
-        )
-        lo, hi = c[q - 1]  # chunk pos + 1: what this rank owns now
+        scatter, gather, (lo, hi) = ring_phases(rank, order, lo, hi)
+        reduce += scatter
+        gathers.append(gather)
     return reduce + [stage for gather in reversed(gathers) for stage in gather]
+
+
+def ring_phases(
+    rank: int, order: tuple[int, ...], lo: int, hi: int
+) -> tuple[list[Stage], list[Stage], tuple[int, int]]:
+    """Around one ring ``order`` (holding ``rank``) on ``[lo, hi)``: the reduce-scatter's stages, the
+    all-gather's, and the (lo, hi) this rank owns between them."""
+    q = len(order)
+    pos = order.index(rank)
+    right, left = order[(pos + 1) % q], order[(pos - 1) % q]
+    b = chunk_bounds(lo, hi, q)
+    c = [(b[(pos - s) % q], b[(pos - s) % q + 1]) for s in range(q)]  # c[s]: chunk pos - s
+    # tuple.__new__ directly: NamedTuple's own constructor is several times slower, and the cost model builds
+    # every rank's schedule (4 M steps for a ring of 1,024)
+    new = tuple.__new__
+    scatter = [exchange(new(Send, (right, *c[s], True)), new(Recv, (left, *c[s + 1], True))) for s in range(q - 1)]
+    gather = [
+        exchange(new(Send, (right, *c[(s - 1) % q], False)), new(Recv, (left, *c[s], False))) for s in range(q - 1)
+    ]
+    return scatter, gather, c[q - 1]  # chunk pos + 1: what this rank owns after the reduce-scatter
 
 
 def pipelined(

@@ -1,6 +1,17 @@
-"""``torus2d``: Ying et al. 2018's 2-D torus all-reduce, both dimensions busy in every stage.
+"""``torus2d``: a 2-D torus all-reduce with both dimensions busy in every stage (a reconstruction).
 
-After Ying et al. 2018 (arXiv 1811.06992), as implemented here: the ranks
+What the held sources establish (config/sources.yaml): Ying et al. 2018
+use a 2-D torus all-reduce to speed up the gradient summation on a TPU v3
+pod (``ying2018#optimizations``, abstract); its construction is in the
+paper's body, which the project does not hold. Google's patent on the
+reduction (``us10055692#torus-reduction``, claim 1) sums along every row
+first (an "improved rotated pincer" ring, no broadcast), then along every
+column with a broadcast, then replicates along the rows: the structure of
+``torus2d-3phase``, whose rings this project runs one way (the pincer's
+steps are in the patent's description, not held).
+
+This module's version, a reconstruction that keeps both dimensions busy
+at once: the ranks
 form an X x Y grid (``comm.grid``; default X = ranks per node and Y = nodes
 on several nodes, the squarest X x Y on one). The buffer is cut in halves
 A and B. Phase 1: A reduce-scatters around its Y ring while B
@@ -8,7 +19,8 @@ reduce-scatters around its X ring; phase 2: each half reduce-scatters its
 shard around the other dimension; then both all-gather back in reverse.
 A runs its rings forward (coordinate order), B backward, so in every
 stage both dimensions carry data, each in one direction: X links carry B
-one way while Y links carry A the other, then they swap. About
+one way while Y links carry A the other, then they swap, so each rank
+keeps 2 of its 4 outgoing torus links busy per stage. About
 2(X+Y-2) alpha + 2n(p-1)/p beta. Each half is pipelined in chunks of
 ``comm.chunk_bytes`` (one lane each). On a grid with a dimension of 1 the
 two halves go round one ring in opposite directions: that is multicolor

@@ -1,6 +1,15 @@
 """``torus2d-3phase``: reduce-scatter along rows, all-reduce along columns, all-gather along rows.
 
-After Mikami et al. 2018 (arXiv 1811.05233), as implemented here, on an
+What the held sources establish (config/sources.yaml): Mikami et al. 2018
+train on ABCI with a 2-D torus all-reduce (``mikami2018#resnet50``,
+abstract); the three phases are how secondary accounts of the paper's
+body describe it (not held). Google's patent claim 1
+(``us10055692#torus-reduction``) has the same structure on a TPU torus:
+rows without broadcast, columns with broadcast, then rows. It is also
+DDL's multi-ring on a 2-D grid of rings (``multiring``: the same schedule,
+tested).
+
+As implemented here, on an
 X x Y grid (as ``torus2d`` chooses it): the column all-reduce runs on the
 1/X shard as a ring (reduce-scatter then all-gather), so the whole is
 2(X+Y-2) alpha + 2n(p-1)/p beta, one dimension busy at a time. Pipelined in

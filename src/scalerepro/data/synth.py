@@ -52,7 +52,7 @@ class SynthSpec:
     seed: int = 0
     classes: int = 10
     train_per_class: int = 120
-    val_per_class: int = 20
+    val_per_class: int = 100
     min_size: int = 64
     max_size: int = 500
     quirks_per_kind: int = 3

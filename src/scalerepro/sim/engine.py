@@ -55,6 +55,7 @@ class Point:
     itemsize: int = 4
     executor: str = "mpi"
     grid: tuple[int, ...] = ()  # the rank grid of the 2-D algorithms, if not the platform's
+    dim_algorithms: tuple[str, ...] = ()  # multiring's per-dimension algorithms (comm.dim_algorithms)
 
     def __post_init__(self) -> None:
         """Check the point fits the platform; errors name the field."""
@@ -70,13 +71,32 @@ class Point:
     def from_json(cls, text: str) -> Point:
         """The point :meth:`as_json` wrote."""
         fields = json.loads(text)
-        return cls(**(fields | {"platform": Platform(**fields["platform"]), "grid": tuple(fields.get("grid", ()))}))
+        return cls(
+            **(
+                fields
+                | {
+                    "platform": Platform(**fields["platform"]),
+                    "grid": tuple(fields.get("grid", ())),
+                    "dim_algorithms": tuple(fields.get("dim_algorithms", ())),
+                }
+            )
+        )
 
     def spec(self) -> Spec:
         """The schedule spec: the torus slice as the grid of the 2-D algorithms, or the nodes of a fat tree."""
         dims, nodes = self.platform.ranks(self.ranks)
         grid = self.grid or (dims if dims and GRID_DIMS.get(self.algorithm, 0) in (None, 2) else ())
-        return Spec(self.ranks, 0, self.nbytes // self.itemsize, self.itemsize, self.colors, UNPIPELINED, grid, nodes)
+        return Spec(
+            self.ranks,
+            0,
+            self.nbytes // self.itemsize,
+            self.itemsize,
+            self.colors,
+            UNPIPELINED,
+            grid,
+            nodes,
+            self.dim_algorithms,
+        )
 
 
 def load_simgrid() -> Any:  # python3-simgrid ships no type information: its module and objects are Any here

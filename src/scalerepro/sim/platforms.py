@@ -10,8 +10,11 @@ A platform is one of two shapes:
   i mod nics) into a fat tree; ``oversubscription`` > 1 adds one shared core
   link carrying (adapters x link bandwidth / oversubscription).
 
-``sources`` names where each number comes from; the loader refuses a
-number without one, so the file cannot quietly grow guesses.
+``sources`` names where each number comes from: a registered fact of
+config/sources.yaml (``from``, with ``derived`` where computed from it) or
+``assumed`` and why. The loader refuses a number without one and a
+reference the registry does not hold, so the file cannot quietly grow
+guesses or cite what the project never read.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from scalerepro import sources
 from scalerepro.comm.shapes import squarest
 from scalerepro.errors import UserError
 
@@ -60,6 +64,9 @@ class Platform:
     overlap: float = 0.0
     description: str = ""
     sources: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+    # the numbers taken from the reproduced papers' own results (a primary source): a figure projected from
+    # one of them is not independent of those papers' claims
+    from_papers: tuple[str, ...] = field(default=(), compare=False, hash=False)
 
     def __post_init__(self) -> None:
         """Check the description; errors name the platform and the field."""
@@ -101,6 +108,10 @@ class Platform:
         """Every field, for JSON (sources included)."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
+    def rate_from_papers(self) -> bool:
+        """Whether the ResNet-50 compute rate comes from a reproduced paper's own results."""
+        return "images_per_s_per_accelerator" in self.from_papers
+
 
 def load(path: Path) -> dict[str, Platform]:
     """Every platform in ``path``; errors name the file, the platform and the key."""
@@ -110,10 +121,18 @@ def load(path: Path) -> dict[str, Platform]:
     entries = doc.get("platforms")
     if not isinstance(entries, dict) or not entries:
         raise UserError(f"{path}: expected a top-level 'platforms:' mapping of name -> description")
-    return {name: _platform(path, name, body) for name, body in entries.items()}
+    cites = any("from" in (v or {}) for b in entries.values() if isinstance(b, dict) for v in _given(b).values())
+    registry = sources.load_beside(path, doc) if cites else None  # a file of assumptions needs no registry
+    return {name: _platform(path, name, body, registry) for name, body in entries.items()}
 
 
-def _platform(path: Path, name: str, body: Any) -> Platform:
+def _given(body: dict[str, Any]) -> dict[str, Any]:
+    """A platform entry's ``sources:`` mapping ({} if absent or not a mapping)."""
+    given = body.get("sources")
+    return given if isinstance(given, dict) else {}
+
+
+def _platform(path: Path, name: str, body: Any, registry: sources.Registry | None) -> Platform:
     """One entry of the file as a Platform, every number sourced."""
     if not isinstance(body, dict):
         raise UserError(f"{path}: platform {name!r} must be a mapping of keys")
@@ -124,16 +143,26 @@ def _platform(path: Path, name: str, body: Any) -> Platform:
     for key in ("shape", "max_ranks", "link_GBps", "latency_us", "gamma_s_per_byte"):
         if key not in body:
             raise UserError(f"{path}: platform {name!r} lacks key {key!r}")
-    sources = body.get("sources") or {}
-    unsourced = [k for k in NUMBERS if body.get(k) is not None and not str(sources.get(k, "")).strip()]
+    given = _given(body)
+    unsourced = [k for k in NUMBERS if body.get(k) is not None and k not in given]
     if unsourced:
         raise UserError(
-            f"{path}: platform {name!r}: give sources.{unsourced[0]} (a paper, a vendor spec, or 'assumed: why')"
+            f"{path}: platform {name!r}: give sources.{unsourced[0]}: {{from: <source id>#<fact key>}} "
+            "(config/sources.yaml) or {assumed: why}"
         )
+    cited = {k: sources.number_source(registry, v, f"{path}: platform {name!r}, sources.{k}") for k, v in given.items()}
+    from_papers = tuple(k for k, v in given.items() if registry is not None and _primary(registry, v))
     try:
-        return Platform(name=name, **body)
+        return Platform(name=name, **{**body, "sources": cited, "from_papers": from_papers})
     except TypeError as exc:
         raise UserError(f"{path}: platform {name!r}: {exc}") from None
+
+
+def _primary(registry: sources.Registry, entry: Any) -> bool:
+    """Whether a number's ``from`` names a fact of a primary source (one of the reproduced papers)."""
+    refs = entry.get("from") if isinstance(entry, dict) else None
+    facts = registry.facts(refs, "platform sources") if refs else []
+    return any(registry.sources[f.source].kind == "primary" for f in facts)
 
 
 def pick(platforms: dict[str, Platform], name: str, path: Path) -> Platform:

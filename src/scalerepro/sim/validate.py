@@ -86,6 +86,7 @@ def points(rows: list[dict[str, Any]], platforms: dict[tuple[str, str], Platform
                 itemsize,
                 r.get("executor") or "mpi",
                 tuple(comm.get("grid") or ()),
+                tuple(comm.get("dim_algorithms") or ()),
             )
         )
     return out

@@ -331,8 +331,10 @@ def test_laptop_run_end_to_end(tmp_path):
     assert (wf / "results/mlperf/ring-n2-g1-s0-r0.txt").read_text().startswith(":::MLLOG ")
     cards = (wf / "results/reproduction.md").read_text()
     assert cards.count("\n## ") == 3
-    assert "| the multi-color all-reduce is faster than the MPI library's |" in cards
-    assert json.loads((wf / "results/reproduction.json").read_text())["Kumar et al. 2017"]
+    assert "| a multi-color MPI Allreduce cuts the communication overhead" in cards
+    assert "What this run can establish" in cards
+    kumar = json.loads((wf / "results/reproduction.json").read_text())["Kumar et al. 2017"]
+    assert kumar["kumar-multicolor"]["verdict"].startswith(("indicative only", "not measurable here"))
     for log in (
         "make_dataset.log",
         "shard_train.log",

@@ -466,12 +466,16 @@ def establishes(tables: dict[str, pd.DataFrame], table: pd.DataFrame) -> list[st
     done = int(sim["simulated"].notna().sum()) if len(sim) and "simulated" in sim else 0
     lines.append(
         f"- Simulation: {done} claims at the paper's scale (SimGrid on config/platforms.yaml, under its stated "
-        "assumptions; no verdict from it)"
+        "assumptions; no verdict from it)."
         if done
         else "- Simulation: not in this run (install SimGrid: see the README)."
     )
     unverified = int((table["verdict"] == "unverified claim").sum())
     lines.append(f"- Claims no held source states: {unverified} (marked unverified claim, measured all the same).")
+    lines.append(
+        "- What would judge the speed and scale claims themselves: a paper's preset run on a cluster, several "
+        "hosts with one rank per accelerator, on ILSVRC-2012 (the `At the paper's scale` line of each card)."
+    )
     return lines
 
 

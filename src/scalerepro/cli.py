@@ -664,16 +664,13 @@ def cmd_plot(args: argparse.Namespace) -> None:
 
 def cmd_reproduce(args: argparse.Namespace) -> None:
     """Analysis tables + the papers' claims -> one reproduction card per paper."""
-    from scalerepro.analysis.reproduce import reproduce
+    from scalerepro.analysis.reproduce import reproduce, tally
 
     command = (
         "scalerepro reproduce " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["reproduce"] else "scalerepro reproduce"
     )
     table = reproduce(Path(args.analysis), Path(args.claims), Path(args.out), Path(args.csv), Path(args.json), command)
-    counts = table["verdict"].str.split(":").str[0].value_counts()
-    print(
-        f"{len(table)} claims: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + f" -> {args.out}", file=sys.stderr
-    )
+    print(f"{len(table)} claims: {tally(table)} -> {args.out}", file=sys.stderr)
 
 
 def _platform_args(s: argparse.ArgumentParser, default: str) -> None:

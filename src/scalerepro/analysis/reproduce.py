@@ -446,12 +446,12 @@ def establishes(tables: dict[str, pd.DataFrame], table: pd.DataFrame) -> list[st
     bench, runs, acc = tables["busbw"], tables["runs"], tables["accuracy"]
     lines = []
     if len(bench):
-        regimes = sorted({bench_regime(g)[0] for _, g in bench.groupby("world_size")})
+        regimes = [bench_regime(g) for _, g in bench.groupby("world_size")]
         wrong = pd.to_numeric(bench["wrong"], errors="coerce").fillna(0).sum() if "wrong" in bench else 0
         sums = "every benchmarked sum checked correct" if wrong == 0 else f"{int(wrong)} WRONG elements in the bench"
-        network = any(bench_regime(g)[1] for _, g in bench.groupby("world_size"))
+        network = any(on_network for _, on_network in regimes)
         speed = "speed claims judged on a network" if network else "speed claims indicative only (no network here)"
-        lines.append(f"- All-reduce bench: {'; '.join(regimes)}: {sums}; {speed}.")
+        lines.append(f"- All-reduce bench: {'; '.join(sorted({where for where, _ in regimes}))}: {sums}; {speed}.")
     if len(runs):
         names = sorted({str(n) for n in runs.get("dataset", pd.Series(dtype=object)).dropna()})
         flags = runs.get("synthetic", pd.Series(dtype=object)).dropna()
@@ -494,7 +494,7 @@ def markdown(papers: list[dict[str, Any]], table: pd.DataFrame, tables: dict[str
             f"## {paper['paper']} ({paper['cite']}, source `{paper['source']}`)",
             "",
             (
-                f"Held of the paper: {paper['held']}. Here: {_tally(rows)}. At the paper's scale: "
+                f"Held of the paper: {paper['held']}. Here: {tally(rows)}. At the paper's scale: "
                 f"`--configfile config/cluster.yaml {paper['preset']}`."
             ),
             "",
@@ -510,8 +510,8 @@ def markdown(papers: list[dict[str, Any]], table: pd.DataFrame, tables: dict[str
     return "\n".join(lines)
 
 
-def _tally(rows: pd.DataFrame) -> str:
-    """A card's verdicts counted: what this run can say of the paper's claims."""
+def tally(rows: pd.DataFrame) -> str:
+    """Cards' verdicts counted (``6 not measurable here, 1 reproduced``): what a run can say of the claims."""
     counts = rows["verdict"].str.split(":").str[0].value_counts()
     return ", ".join(f"{n} {v}" for v, n in counts.items())
 

@@ -3,9 +3,9 @@
 Goyal et al. 2017 sum within each server, all-reduce across servers and
 broadcast back (``goyal2017#allreduce``, sec. 4.1); this version
 reduce-scatters and all-gathers inside the node instead, so each rank
-carries 1/g of the buffer across nodes. It is multiring on ranks per node
-x nodes with the library across nodes (``comm.dim_algorithms: [ring,
-library]``; the same schedule in one pipeline chunk, tested).
+carries 1/g of the buffer across nodes. It is built as multiring's path on
+ranks per node x nodes with the library across nodes
+(``comm.dim_algorithms: [ring, library]``), in one lane.
 
 As implemented here: the node comes from the rank layout (MPI's
 shared-memory split, or SLURM's node names); the intra-node phases are a
@@ -19,37 +19,21 @@ Needs the same rank count on every node. On one node it is the ring
 
 from __future__ import annotations
 
-from scalerepro.comm import ring
-from scalerepro.comm.schedule import (
-    EMPTY,
-    AllReduce,
-    Schedule,
-    Spec,
-    Stage,
-    check_uniform_nodes,
-    chunk_bounds,
-    reduced_to,
-    ring_path,
-)
+from scalerepro.comm import multiring, ring
+from scalerepro.comm.schedule import EMPTY, Schedule, Spec, check_uniform_nodes, reduced_to
 
 NAME = "hierarchical"
-ACROSS = "across"
+LAYOUT = ("ring", "library")  # multiring's per-dimension algorithms on ranks per node x nodes
 
 
 def schedule(spec: Spec) -> Schedule:
-    """Ring inside the node, the library across nodes on the owned shard, ring back."""
+    """Ring inside the node, the library across nodes on the owned shard, ring back: multiring's path on ranks
+    per node x nodes with the library across, unpipelined."""
     if spec.p == 1 or spec.count == 0:
         return EMPTY
     g, m = check_uniform_nodes(spec, NAME)
     if m == 1:
         return reduced_to(ring.schedule(spec), ring.NAME)
-    node = spec.rank // g
-    local = tuple(range(node * g, (node + 1) * g))
-    pos = spec.rank - node * g
-    path = ring_path(spec.rank, [local], 0, spec.count)
-    b = chunk_bounds(0, spec.count, g)
-    owned = (b[(pos + 1) % g], b[(pos + 1) % g + 1])
-    across: Stage = (AllReduce(ACROSS, *owned),) if owned[1] > owned[0] else ()
-    stages = [*path[: g - 1], across, *path[g - 1 :]]
-    partition = tuple(tuple(range(i, spec.p, g)) for i in range(g))
-    return Schedule((tuple(stages),), ((ACROSS, partition),), info={"ranks_per_node": g, "nodes": m})
+    lane = tuple(multiring.dims_path(spec.rank, (g, m), LAYOUT, 0, spec.count))
+    groups = (("dim1", multiring.lines(spec.p, (g, m), 1)),)
+    return Schedule((lane,), groups, info={"ranks_per_node": g, "nodes": m})

@@ -107,10 +107,10 @@ def schedule(spec: Spec) -> Schedule:
     library = [k for k, (d, kind) in enumerate(zip(dims, kinds, strict=True)) if d > 1 and kind == "library"]
     chunks = 1 if library else chunks_for(spec.nbytes, spec.chunk_bytes)
     lanes = tuple(tuple(dims_path(spec.rank, dims, kinds, a, b)) for a, b in pieces(0, spec.count, chunks))
-    groups = tuple((f"dim{k}", _lines(spec.p, dims, k)) for k in library)
+    groups = tuple((f"dim{k}", lines(spec.p, dims, k)) for k in library)
     return Schedule(lanes, groups, info={"grid": list(dims), "dim_algorithms": list(kinds)})
 
 
-def _lines(p: int, dims: tuple[int, ...], k: int) -> tuple[tuple[int, ...], ...]:
+def lines(p: int, dims: tuple[int, ...], k: int) -> tuple[tuple[int, ...], ...]:
     """Every line of ranks along dimension k: the partition a library dimension's collective runs over."""
     return tuple(sorted({line(r, dims, k) for r in range(p)}))

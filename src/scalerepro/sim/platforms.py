@@ -121,7 +121,9 @@ def load(path: Path) -> dict[str, Platform]:
     entries = doc.get("platforms")
     if not isinstance(entries, dict) or not entries:
         raise UserError(f"{path}: expected a top-level 'platforms:' mapping of name -> description")
-    cites = any("from" in (v or {}) for b in entries.values() if isinstance(b, dict) for v in _given(b).values())
+    cites = any(
+        isinstance(v, dict) and "from" in v for b in entries.values() if isinstance(b, dict) for v in _given(b).values()
+    )
     registry = sources.load_beside(path, doc) if cites else None  # a file of assumptions needs no registry
     return {name: _platform(path, name, body, registry) for name, body in entries.items()}
 

@@ -58,6 +58,8 @@ def test_property_sizes(run_mpi, extra):
         ("torus2d", "[2,3]", "()", "mpi"),
         ("torus2d", "[3,2]", "()", "mpi"),
         ("torus2d-3phase", "[2,3]", "()", "mpi"),
+        ("torus2d-4link", "[2,3]", "()", "mpi"),
+        ("torus2d-4link", "[3,2]", "()", "torch"),
         ("multiring", "[2,3]", "()", "mpi"),
         ("multiring", "[3,1,2]", "()", "mpi"),
         ("multiring", "[6]", "()", "mpi"),

@@ -11,7 +11,7 @@ from scalerepro.comm.algorithms import ALGORITHMS
 from scalerepro.comm.schedule import Deadlock, Recv, Schedule, Send, Spec, check_aligned, every_rank, simulate
 from scalerepro.errors import UserError
 
-POINT_TO_POINT = ["ring", "rabenseifner", "multicolor", "multiring", "torus2d", "torus2d-3phase"]
+POINT_TO_POINT = ["ring", "rabenseifner", "multicolor", "multiring", "torus2d", "torus2d-3phase", "torus2d-4link"]
 WITH_COLLECTIVES = ["hierarchical", "native", "gloo", "nccl"]
 LAYOUTS = {
     1: [()],
@@ -77,6 +77,7 @@ def test_lanes_in_lockstep_finish_too(algo):
         ("multicolor", 2, (), "ring"),
         ("torus2d", 7, (), "multicolor"),
         ("torus2d-3phase", 5, (), "ring"),
+        ("torus2d-4link", 7, (), "multicolor"),
         ("multiring", 5, (), "ring"),
         ("hierarchical", 4, (), "ring"),
     ],
@@ -84,6 +85,16 @@ def test_lanes_in_lockstep_finish_too(algo):
 def test_an_algorithm_that_reduces_to_another_says_so(algo, p, nodes, recorded):
     schedule = ALGORITHMS[algo].schedule(Spec(p, 0, 1 << 20, nodes=nodes))
     assert schedule.info["as"] == recorded
+
+
+@pytest.mark.parametrize(("algo", "links"), [("torus2d", 2), ("torus2d-4link", 4)])
+def test_torus_first_stage_busies_this_many_of_a_ranks_four_outgoing_links(algo, links):
+    """On a 4 x 4 torus: torus2d sends to 2 of a rank's 4 neighbours in its first stage, torus2d-4link to all 4."""
+    spec = Spec(16, 5, 1 << 20, grid=(4, 4))
+    first = [lane[0] for lane in ALGORITHMS[algo].schedule(spec).lanes]
+    peers = {step.peer for stage in first for step in stage if isinstance(step, Send)}
+    assert len(peers) == links
+    assert peers <= {4, 6, 1, 9}  # rank 5 is (1, 1): its neighbours along x, then along y
 
 
 def test_schedules_record_their_shape():

@@ -25,6 +25,7 @@ from scalerepro.comm import (
     ring,
     torus2d,
     torus2d_3phase,
+    torus2d_4link,
 )
 from scalerepro.comm.schedule import Schedule, Spec
 from scalerepro.errors import UserError
@@ -39,6 +40,7 @@ MODULES: tuple[ModuleType, ...] = (
     multiring,
     torus2d,
     torus2d_3phase,
+    torus2d_4link,
     hierarchical,
 )
 AUTO = "auto"  # not a schedule: picks one of the others per size (scalerepro.comm.auto)

@@ -11,7 +11,7 @@ import math
 from scalerepro.errors import UserError
 
 # The algorithms that lay the ranks on comm.grid, and the dimension count each needs (None: any).
-GRID_DIMS: dict[str, int | None] = {"multiring": None, "torus2d": 2, "torus2d-3phase": 2}
+GRID_DIMS: dict[str, int | None] = {"multiring": None, "torus2d": 2, "torus2d-3phase": 2, "torus2d-4link": 2}
 
 
 def factorizations(p: int, dims: int) -> list[tuple[int, ...]]:

@@ -108,6 +108,9 @@ def compile_plan(schedule: Schedule, rank: int, to_global: tuple[int, ...], bloc
 
     ``block`` > 0 cuts reduce messages into blocks of that many elements.
     Each lane gets its own stretch of scratch, since lanes run at once.
+    A stage with nothing for this rank stays, empty: lanes are served in
+    rounds, and dropping it would put this rank's lane a round ahead of its
+    peers' (a wait cycle between two lanes, seen on tiny buffers).
     """
     lanes, at = [], 0
     for tag, lane in enumerate(schedule.lanes):
@@ -128,8 +131,7 @@ def compile_plan(schedule: Schedule, rank: int, to_global: tuple[int, ...], bloc
                     into = at + used if isinstance(step, Recv) and step.reduce else -1
                     messages.append((isinstance(step, Send), to_global[step.peer], lo, hi, tag, into))
                     used += hi - lo if into >= 0 else 0
-            if messages:
-                stages.append(Stage(tuple(messages)))
+            stages.append(Stage(tuple(messages)))  # an empty stage too: it keeps the lanes' rounds aligned
             need = max(need, used)
         lanes.append(tuple(stages))
         at += need
@@ -164,6 +166,8 @@ def _post(stage: Stage, t: Any, session: Session, scratch: Any) -> list[Any]:
         ranks, lo, hi = stage.collective
         if len(ranks) > 1:
             dist.all_reduce(t[lo:hi], op=dist.ReduceOp.SUM, group=session.group(ranks))
+        return []
+    if not stage.messages:  # nothing for this rank this round (a piece too small to split)
         return []
     ops = [
         dist.P2POp(

@@ -30,6 +30,8 @@ where that reduces further).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from scalerepro.comm import multicolor
 from scalerepro.comm.schedule import EMPTY, Schedule, Spec, check_uniform_nodes, pieces, pipelined, reduced_to
 from scalerepro.comm.shapes import GRID_DIMS, line, resolve_grid, squarest
@@ -50,14 +52,35 @@ def grid_of(spec: Spec, name: str) -> tuple[int, ...]:
     return resolve_grid(spec.grid, spec.p, name, GRID_DIMS[name], default_grid(spec))
 
 
-def schedule(spec: Spec) -> Schedule:
-    """Halves A (Y then X, forward) and B (X then Y, backward), pipelined."""
+Parts = list[tuple[tuple[int, int], list[tuple[int, ...]]]]  # ((lo, hi), the rings it goes round, in order)
+
+
+def on_grid(
+    spec: Spec,
+    name: str,
+    parts: Callable[[tuple[int, ...], tuple[int, ...]], Parts],
+    flat: tuple[str, Callable[[Spec], Schedule]] = (multicolor.NAME, multicolor.two_directions),
+) -> Schedule:
+    """The frame of the 2-D torus algorithms: ``name``'s X x Y grid, ``parts(x_ring, y_ring)`` pipelined.
+
+    On a grid with a dimension of 1 the schedule is ``flat`` (the name of
+    what it then is, and its schedule; default: two rings, one each way),
+    labelled as such (``as``).
+    """
     if spec.p == 1 or spec.count == 0:
         return EMPTY
-    dims = grid_of(spec, NAME)
+    dims = grid_of(spec, name)
     if min(dims) == 1:
-        return reduced_to(multicolor.two_directions(spec), multicolor.NAME)
-    x_ring, y_ring = line(spec.rank, dims, 0), line(spec.rank, dims, 1)
-    half_a, half_b = pieces(0, spec.count, 2)
-    parts = [(half_a, [y_ring, x_ring]), (half_b, [x_ring[::-1], y_ring[::-1]])]
-    return Schedule(pipelined(spec.rank, parts, spec.itemsize, spec.chunk_bytes), info={"grid": list(dims)})
+        return reduced_to(flat[1](spec), flat[0])
+    found = parts(line(spec.rank, dims, 0), line(spec.rank, dims, 1))
+    return Schedule(pipelined(spec.rank, found, spec.itemsize, spec.chunk_bytes), info={"grid": list(dims)})
+
+
+def schedule(spec: Spec) -> Schedule:
+    """Halves A (Y then X, forward) and B (X then Y, backward), pipelined."""
+
+    def halves(x: tuple[int, ...], y: tuple[int, ...]) -> Parts:
+        a, b = pieces(0, spec.count, 2)
+        return [(a, [y, x]), (b, [x[::-1], y[::-1]])]
+
+    return on_grid(spec, NAME, halves)

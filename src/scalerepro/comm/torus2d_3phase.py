@@ -20,21 +20,16 @@ ring (``as: ring``).
 from __future__ import annotations
 
 from scalerepro.comm import ring
-from scalerepro.comm.schedule import EMPTY, Schedule, Spec, pipelined, reduced_to
-from scalerepro.comm.shapes import line
-from scalerepro.comm.torus2d import grid_of
+from scalerepro.comm.schedule import Schedule, Spec
+from scalerepro.comm.torus2d import Parts, on_grid
 
 NAME = "torus2d-3phase"
 
 
 def schedule(spec: Spec) -> Schedule:
     """Rows, then columns on the row shard, then rows back; one lane per pipeline chunk."""
-    if spec.p == 1 or spec.count == 0:
-        return EMPTY
-    dims = grid_of(spec, NAME)
-    if min(dims) == 1:
-        return reduced_to(ring.schedule(spec), ring.NAME)
-    rings = [line(spec.rank, dims, 0), line(spec.rank, dims, 1)]
-    return Schedule(
-        pipelined(spec.rank, [((0, spec.count), rings)], spec.itemsize, spec.chunk_bytes), info={"grid": list(dims)}
-    )
+
+    def rows_then_columns(x: tuple[int, ...], y: tuple[int, ...]) -> Parts:
+        return [((0, spec.count), [x, y])]
+
+    return on_grid(spec, NAME, rows_then_columns, (ring.NAME, ring.schedule))

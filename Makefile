@@ -8,14 +8,14 @@ PYTHON ?= python3
 export PATH := $(abspath $(BIN)):$(PATH)
 export DVC_NO_ANALYTICS := true
 
-.PHONY: run simulate test test-fast venv dry-run lint format report clean-stage clean
+.PHONY: run simulate system-deps test test-fast venv dry-run lint format report clean-stage clean
 
-run: $(STAMP)
+run: $(STAMP) system-deps
 	snakemake --cores 2 --profile workflow/profiles/laptop
 	snakemake --report results/report.html
 
 # The papers' full grid in SimGrid (every algorithm, 8 to 1,024 ranks; each 1-D ring at 1,024 takes minutes), then the report.
-simulate: $(STAMP)
+simulate: $(STAMP) system-deps
 	snakemake --cores 2 --profile workflow/profiles/laptop --configfile config/config.yaml config/simulate.yaml
 	snakemake --report results/report.html --configfile config/config.yaml config/simulate.yaml
 
@@ -27,6 +27,10 @@ test-fast: $(STAMP)
 	pytest -m "not slow and not slurm"
 
 venv: $(STAMP)
+
+# SimGrid's Python module and jpegtran from Debian, where this user may install them (scripts/system-deps.sh).
+system-deps:
+	@bash scripts/system-deps.sh
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

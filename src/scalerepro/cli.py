@@ -216,10 +216,11 @@ def _staged_dir(shards: Path, split: str, stage_root: str, direct: bool) -> Path
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    """Run (or resume) one training run on all ranks; 128 + signal after a preemption checkpoint."""
+    """Run (or resume) one training run on all ranks; 128 + signal after a preemption checkpoint (a finished
+    run's ranks exit here, see :func:`scalerepro.mpi.exit_now`)."""
     cfg = _config(args).for_variant(args.variant)
     emulate_nodes(cfg.train.emulate_nodes)  # before MPI starts (the import below)
-    from scalerepro.mpi import block_ordered, on_root, world
+    from scalerepro.mpi import block_ordered, exit_now, on_root, world
     from scalerepro.train.checkpoint import Preempted
     from scalerepro.train.loop import RunSpec, run
 
@@ -247,7 +248,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             file=sys.stderr,
         ),
     )
-    return 0
+    return exit_now(0)  # the run's files are written and closed: skip tearing torch down on every rank
 
 
 def _positive_float(text: str) -> float:
@@ -406,7 +407,6 @@ def _int_list(text: str, flag: str) -> tuple[int, ...]:
 def cmd_cost_model(args: argparse.Namespace) -> None:
     """Fit alpha/beta/gamma per algorithm from bench JSONs; print residuals; project ResNet-50 gradients."""
     from scalerepro.comm.costmodel import (
-        Topology,
         fit_regimes,
         for_projection,
         format_fits,
@@ -420,18 +420,7 @@ def cmd_cost_model(args: argparse.Namespace) -> None:
     algos = args.algos.split(",") if args.algos else sorted({r["algorithm"] for r in rows} - {"auto"})
     fits = fit_regimes(algos, rows, gamma)
     chosen = for_projection(fits)
-    topos = [
-        Topology(
-            "fattree",
-            args.ranks_per_node,
-            args.link_gbps,
-            args.latency_us,
-            args.rails,
-            args.intra_gbps,
-            args.intra_latency_us,
-        ),
-        Topology("torus2d", 1, args.torus_link_gbps, args.torus_latency_us),
-    ]
+    topos = [plat.topology() for plat in _platforms(args)]
     ranks = list(_int_list(args.ranks, "--ranks"))
     proj = projection(chosen, topos, ranks, args.bytes, args.colors)
     print(format_fits(fits), file=sys.stderr)
@@ -443,6 +432,7 @@ def cmd_cost_model(args: argparse.Namespace) -> None:
             "fits": [f.__dict__ for f in fits],
             "projection": proj,
             "topologies": [t.__dict__ for t in topos],
+            "platforms_file": args.platforms,
             "bytes": args.bytes,
             "colors": args.colors,
             "sources": [str(p) for p in paths],
@@ -570,7 +560,7 @@ def cmd_simulate_validate(args: argparse.Namespace) -> None:
 
 
 def cmd_simulate_scale(args: argparse.Namespace) -> None:
-    """ResNet-50's gradient buckets on every platform and algorithm; projected steps; published against simulated."""
+    """ResNet-50's gradient buckets on every platform and algorithm; projected steps with bands; claims judged."""
     from scalerepro.sim import papers, scale
     from scalerepro.sim.engine import load_simgrid
 
@@ -585,34 +575,36 @@ def cmd_simulate_scale(args: argparse.Namespace) -> None:
             pt
             for plat in platforms
             for pt in scale.points(
-                plat, algos, [p for p in ranks if plat.holds(p)], dtypes, args.bucket_mib, args.colors
+                plat, algos, [p for p in ranks if plat.holds(p)], dtypes, args.bucket_mib, args.colors, args.corners
             )
         ]
-        + scale.claim_points(claims, platforms, args.bucket_mib, args.colors, args.claims_max_ranks)
+        + scale.claim_points(claims, platforms, args.bucket_mib, args.colors, args.claims_max_ranks, args.sensitivity)
     )
     rows, skipped = _simulated(points, "simulate-scale", args.jobs)
-    steps = [s for plat in platforms for s in scale.steps(rows, plat, args.bucket_mib, args.batch)]
-    compared = papers.compare(claims, steps, {p.name: p for p in platforms})
+    projections = {p.name: scale.Projection(rows, p, args.bucket_mib, args.batch) for p in platforms}
+    steps = [s for proj in projections.values() for s in scale.steps(proj)]
+    compared = papers.compare(claims, projections)
     _write_tables(
         Path(args.out),
-        {"scale_points": rows, "scale": steps, "papers": compared},
+        {
+            "scale_points": rows,
+            "scale": steps,
+            "papers": compared,
+            "sensitivity": papers.sensitivity(claims, projections),
+        },
         {
             "platforms": [p.as_dict() for p in platforms],
             "bucket_mib": args.bucket_mib,
             "batch_per_rank": args.batch,
             "colors": args.colors,
+            "corners": args.corners,
+            "sensitivity": args.sensitivity,
             "skipped": skipped,
         },
         "scale.json",
     )
     for c in compared:
-        sim = "not simulated" if c["simulated"] is None else f"{c['simulated']:.4g}"
-        pub = "not stated" if c["published"] is None else f"{c['published']:.4g}"
-        print(
-            f"{c['paper']}: {c['claim']}: published {pub}, simulated {sim}"
-            + (f" -> revisit {c['assumption_to_revisit']}" if c["assumption_to_revisit"] else ""),
-            file=sys.stderr,
-        )
+        print(f"{c['paper']}: {c['claim']}: {papers.describe(c)}", file=sys.stderr)
 
 
 def cmd_collect(args: argparse.Namespace) -> None:
@@ -930,27 +922,24 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--bench", nargs="+", required=True, metavar="GLOB", help="bench JSON files (globs allowed)")
     s.add_argument("--algos", help="comma-separated algorithms to fit (default: all in the files)")
     s.add_argument("--out", required=True, metavar="FILE", help="JSON with fits, residuals and projection")
-    s.add_argument("--ranks", default="64,256,1024", help="rank counts to project to (default 64,256,1024)")
+    s.add_argument(
+        "--ranks",
+        default="64,256,1024",
+        help="rank counts to project to, each on the platforms that hold it (default 64,256,1024)",
+    )
     s.add_argument(
         "--bytes", type=float, default=RESNET50_GRADIENT_BYTES, help="bytes per all-reduce (default: ResNet-50, 102 MB)"
     )
     s.add_argument("--colors", type=int, default=2, help="multicolor colors in the projection (default 2)")
-    s.add_argument("--ranks-per-node", type=int, default=8, help="fat tree: ranks (GPUs) per node (default 8)")
     s.add_argument(
-        "--link-gbps", type=float, default=12.5, help="fat tree: inter-node GB/s per rail (default 12.5, EDR)"
-    )
-    s.add_argument("--latency-us", type=float, default=2.0, help="fat tree: inter-node latency in us (default 2)")
-    s.add_argument("--rails", type=int, default=1, help="fat tree: network rails per node (default 1)")
-    s.add_argument(
-        "--intra-gbps",
-        type=float,
-        help="fat tree: GB/s between ranks of a node, e.g. 50 for NVLink (default: the measured machine's fitted beta)",
+        "--platform", default="all", help="comma-separated platform names of --platforms to project onto, or all"
     )
     s.add_argument(
-        "--intra-latency-us", type=float, help="fat tree: latency inside a node in us (default: fitted alpha)"
+        "--platforms",
+        default="config/platforms.yaml",
+        metavar="FILE",
+        help="platform descriptions, the simulator's (default config/platforms.yaml)",
     )
-    s.add_argument("--torus-link-gbps", type=float, default=70.0, help="2-D torus: GB/s per link (default 70)")
-    s.add_argument("--torus-latency-us", type=float, default=1.0, help="2-D torus: latency per hop in us (default 1)")
     s.set_defaults(fn=cmd_cost_model)
 
     s = sub.add_parser(
@@ -1024,6 +1013,20 @@ def parser() -> argparse.ArgumentParser:
         type=int,
         default=32,
         help="images per rank per step (default 32, as Goyal et al. and Ying et al.: 32,768 on 1,024 chips)",
+    )
+    s.add_argument(
+        "--corners",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="simulate the grid of --ranks at the network corners too, so its bands span the network's ranges "
+        "(three times the simulations; default off, as simulate.corners: the grid's bands span the rate and "
+        "overlap only; the claims' points are always simulated at the corners)",
+    )
+    s.add_argument(
+        "--sensitivity",
+        action="store_true",
+        help="also simulate the claims with each ranged network number alone at either end of its range, for "
+        "the sensitivity table (two more simulations per number; the compute rate and overlap need none)",
     )
     s.add_argument("--out", required=True, metavar="DIR", help="folder for the tables")
     s.set_defaults(fn=cmd_simulate_scale)

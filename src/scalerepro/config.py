@@ -231,6 +231,8 @@ class SimulateConfig:
     claims_max_ranks: int
     dtypes: tuple[str, ...]
     batch_per_rank: int
+    corners: bool
+    sensitivity: bool
 
 
 @dataclass(frozen=True)

@@ -73,8 +73,34 @@ def tables(
         folder / "scaling.csv", index=False
     )
     pd.DataFrame(
-        [("cho-scaling-95", "Cho et al. 2017", "minsky-ddl", 256, "efficiency", 0.95, 0.935, 0.984)],
-        columns=["id", "paper", "platform", "ranks", "metric", "published", "simulated", "simulated_over_published"],
+        [
+            (
+                "cho-scaling-95",
+                "Cho et al. 2017",
+                "minsky-ddl",
+                256,
+                "efficiency",
+                0.95,
+                0.935,
+                0.66,
+                0.99,
+                "undetermined",
+            )
+        ],
+        columns=[
+            *[
+                "id",
+                "paper",
+                "platform",
+                "ranks",
+                "metric",
+                "published",
+                "simulated",
+                "simulated_low",
+                "simulated_high",
+                "verdict",
+            ]
+        ],
     ).to_csv(folder / "papers.csv", index=False)
     pd.DataFrame([("r1", *data.values())], columns=["run", *data]).to_csv(folder / "runs.csv", index=False)
     return folder
@@ -99,7 +125,9 @@ def test_every_claim_gets_a_row_with_its_source_and_a_verdict_phrase(tmp_path):
     assert md.count("\n## ") == 3
     assert "| source (where) |" in md
     assert "What this run can establish" in md
-    assert table.loc["cho-scaling-95", "simulated"].endswith("0.98x the published figure")
+    assert table.loc["cho-scaling-95", "simulated"].endswith(
+        "(band over the platform's ranges: 66% efficiency to 99% efficiency): undetermined"
+    )
     assert "not simulated in this run" in table.loc["ying-throughput", "simulated"]
     assert set(metrics["Kumar et al. 2017"]) == {
         "kumar-48min",

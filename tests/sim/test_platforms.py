@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from scalerepro.errors import UserError
-from scalerepro.sim.papers import compare, load_claims
-from scalerepro.sim.platforms import NUMBERS, load, pick
+from scalerepro.sim.papers import load_claims
+from scalerepro.sim.platforms import NUMBERS, RANGED, load, pick
 from tests.support import REPO
 
 SHIPPED = REPO / "config" / "platforms.yaml"
@@ -47,7 +47,12 @@ GOOD = {
     "link_GBps": 10.0,
     "latency_us": 1.0,
     "gamma_s_per_byte": 0.0,
-    "sources": {key: {"assumed": "test"} for key in ("max_ranks", "link_GBps", "latency_us", "gamma_s_per_byte")},
+    "sources": {
+        "max_ranks": {"assumed": "test"},
+        "link_GBps": {"assumed": "test", "range": [5.0, 10.0]},
+        "latency_us": {"assumed": "test", "range": [0.5, 2.0]},
+        "gamma_s_per_byte": {"assumed": "test", "range": [0.0, 0.0]},
+    },
 }
 
 
@@ -93,26 +98,67 @@ def test_simulation_rules_follow_enabled_and_simgrid(monkeypatch, capsys):
     assert sim.enabled(True) is True
 
 
-def test_a_compute_rate_from_a_reproduced_papers_results_marks_its_projections_dependent():
-    """The shipped paper platforms take their ResNet-50 rate from the papers' own at-scale runs: a simulated
-    time or efficiency there is not independent of the claims, and the papers table says so."""
-    platforms = load(SHIPPED)
-    assert {n for n, p in platforms.items() if p.rate_from_papers()} == {"tpu-v3-pod", "minsky-ddl", "kumar-minsky"}
-    claims = {c["id"]: c for c in load_claims(SHIPPED)}
-    step = {"platform": "kumar-minsky", "ranks": 256, "dtype": "float32", "allreduce_s": 1.0}
-    steps = [step | {"algorithm": a, "time_90_epochs_s": 3000.0} for a in ("multicolor", "native")]
-    steps += [
-        {
-            "platform": "tpu-v3-pod",
-            "ranks": 1024,
-            "dtype": "bfloat16",
-            "algorithm": a,
-            "allreduce_s": t,
-            "images_per_s": 1e6,
-        }
-        for a, t in (("torus2d", 1.0), ("ring", 9.0))
-    ]
-    rows = {r["id"]: r for r in compare(list(claims.values()), steps, platforms)}
-    assert rows["kumar-48min"]["independent"] is False
-    assert rows["ying-torus-vs-ring"]["independent"] is True  # an all-reduce time ratio needs no compute rate
-    assert rows["ying-torus-vs-ring"]["simulated"] == 9.0
+def test_no_number_that_sets_a_time_comes_from_a_reproduced_papers_results():
+    """Only the size of the papers' runs (ranks, GPUs per node) may cite the papers themselves: a compute rate or
+    a link from their own results would make the simulated figure agree with the claim it is compared with."""
+    for name, plat in load(SHIPPED).items():
+        assert set(plat.from_papers) <= {"max_ranks", "ranks_per_node"}, name
+        assert not plat.rate_from_papers(), name
+
+
+def test_every_assumed_number_that_sets_a_time_has_a_range_around_its_value():
+    raw = yaml.safe_load(SHIPPED.read_text())["platforms"]
+    for name, plat in load(SHIPPED).items():
+        for key, entry in raw[name]["sources"].items():
+            if key in RANGED and "assumed" in entry:
+                assert key in plat.ranges, (name, key)
+
+
+def test_an_assumed_timing_number_without_a_range_is_refused(tmp_path):
+    body = {**GOOD, "sources": {**GOOD["sources"], "link_GBps": {"assumed": "test"}}}
+    with pytest.raises(UserError, match=r"sources.link_GBps: an assumed number needs range"):
+        load(write(tmp_path, body))
+
+
+@pytest.mark.parametrize(
+    ("entry", "named"),
+    [
+        ({"assumed": "t", "range": [20.0, 5.0]}, "give \\[low, high\\]"),
+        ({"assumed": "t", "range": ["a", 5.0]}, "give \\[low, high\\]"),
+        ({"assumed": "t", "range": [1.0, 5.0]}, "link_GBps 10.0 lies outside its range"),
+    ],
+)
+def test_bad_ranges_are_named(tmp_path, entry, named):
+    sources = {**GOOD["sources"], "link_GBps": entry}
+    with pytest.raises(UserError, match=named):
+        load(write(tmp_path, {**GOOD, "sources": sources}))
+
+
+def test_corners_move_every_ranged_network_number_to_one_end():
+    plat = load(SHIPPED)["minsky-ddl"]
+    slow, fast = plat.corner(False), plat.corner(True)
+    assert (slow.link_GBps, fast.link_GBps) == tuple(plat.ranges["link_GBps"])
+    assert (slow.latency_us, fast.latency_us) == tuple(reversed(plat.ranges["latency_us"]))
+    assert slow.images_per_s_per_accelerator == plat.images_per_s_per_accelerator  # the step's, not the network's
+
+
+def test_a_platform_added_to_the_file_is_projected_on_its_own_numbers(tmp_path):
+    """One machine description: the cost model's topology is built from the platform the simulator runs on."""
+    from scalerepro.comm.costmodel import Fit, Network, profile, projection, schedules
+
+    body = {**GOOD, "shape": "fattree", "max_ranks": 16, "ranks_per_node": 4, "intra_GBps": 40.0}
+    body["sources"] = {
+        **GOOD["sources"],
+        "ranks_per_node": {"assumed": "t"},
+        "intra_GBps": {"assumed": "t", "range": [40.0, 40.0]},
+    }
+    plat = load(write(tmp_path, body))["p"]
+    topo = plat.topology()
+    assert (topo.name, topo.link_GBps, topo.intra_GBps, topo.ranks_per_node) == ("p", 10.0, 40.0, 4)
+    fit = Fit("ring", "dedicated", 9e-6, 9e-10, 9e-11, 10, 0.0, 0.0, ())  # the measured machine's: not used
+    rows = projection([fit], [topo], [8, 32], 4e6, 2)
+    assert [(r["topology"], r["ranks"]) for r in rows] == [("p", 8)]  # 32 ranks do not fit its 16
+    spec = topo.spec("ring", 8, 1_000_000, 2)
+    net = Network(0.0, 1 / 40e9, 0.0, 1e-6, 1 / 10e9)  # the platform's links, latencies and gamma
+    want = profile(schedules("ring", spec), 8, 4, topo.layout(8)).cost(net).seconds
+    assert rows[0]["ms"] == pytest.approx(want * 1e3)

@@ -1,86 +1,149 @@
-"""ResNet-50 at scale: buckets as training cuts them, the step projection, published against simulated."""
+"""ResNet-50 at scale: the simulated buckets, steps with bands over the ranges, and claims judged against the bands."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from scalerepro.sim.papers import compare
+from scalerepro.sim.papers import compare, judge, sensitivity
 from scalerepro.sim.platforms import Platform
-from scalerepro.sim.scale import RESNET50_PARAMETERS, buckets, points, steps
+from scalerepro.sim.scale import Projection, interpolate, points, simulated_sizes, steps, variants
+from scalerepro.sim.timeline import resnet50
 
-PLAT = Platform("x", "torus", 64, 10.0, 1.0, 0.0, images_per_s_per_accelerator=100.0, overlap=0.5)
+PLAT = Platform(
+    "x",
+    "fattree",
+    64,
+    10.0,
+    1.0,
+    0.0,
+    ranks_per_node=4,
+    intra_GBps=20.0,
+    images_per_s_per_accelerator=100.0,
+    overlap="none",
+    ranges={"link_GBps": [5.0, 10.0], "images_per_s_per_accelerator": [80.0, 120.0], "overlap": ["none", "buckets"]},
+)
 
 
-@pytest.mark.parametrize(("itemsize", "mib"), [(4, 25.0), (2, 25.0), (4, 1.0), (4, 1000.0)])
-def test_buckets_cover_every_gradient_once(itemsize, mib):
-    sizes = buckets(RESNET50_PARAMETERS, itemsize, mib)
-    assert sum(size * n for size, n in sizes.items()) == RESNET50_PARAMETERS * itemsize
-    assert max(sizes) <= max(mib * 2**20, RESNET50_PARAMETERS * itemsize)
+def fake_rows(found, per_byte=1e-9, base=1e-3):
+    """Simulated rows for ``found``: a linear all-reduce, slower on the slow network corner."""
+    rows = []
+    for p in found:
+        slow = 2.0 if p.platform.variant == "slow network" else 1.0
+        rows.append(
+            {
+                "platform": p.platform.name,
+                "variant": p.platform.variant,
+                "algorithm": p.algorithm,
+                "ranks": p.ranks,
+                "bytes": p.nbytes,
+                "simulated_s": slow * (base + per_byte * p.nbytes * (2 if p.algorithm == "ring" else 1)),
+            }
+        )
+    return rows
 
 
-def test_a_full_bucket_both_types_cut_is_simulated_once():
+def test_only_the_smallest_and_largest_bucket_of_each_type_are_simulated_on_each_corner():
     found = points(PLAT, ["ring"], [8], ["float32", "bfloat16"], 25.0, 2)
-    assert len(found) == 3  # 25 MiB (both), the float32 remainder, the bfloat16 remainder
-    assert len({p.nbytes for p in found}) == 3
+    sizes = set(simulated_sizes("float32", 25.0)) | set(simulated_sizes("bfloat16", 25.0))
+    assert {p.nbytes for p in found} == sizes
+    assert {p.platform.variant for p in found} == {"", "slow network", "fast network"}
+    assert len(found) == 3 * len(sizes)
 
 
-def test_step_hides_overlap_x_compute_and_counts_the_rest():
-    found = points(PLAT, ["ring"], [8], ["float32"], 25.0, 2)
-    rows = [{"platform": "x", "algorithm": "ring", "ranks": 8, "bytes": p.nbytes, "simulated_s": 0.1} for p in found]
-    step = steps(rows, PLAT, 25.0, 32)[0]
+def test_a_platform_without_network_ranges_is_simulated_once():
+    bare = dataclasses.replace(PLAT, ranges={})
+    assert [v.variant for v in variants(bare)] == [""]
+
+
+def test_interpolation_is_exact_at_simulated_sizes_and_linear_between():
+    known = {100: 1.0, 300: 2.0}
+    assert interpolate(known, 100) == 1.0
+    assert interpolate(known, 200) == pytest.approx(1.5)
+    assert interpolate(known, 400) == pytest.approx(2.5)
+
+
+def test_steps_carry_the_timeline_and_a_band_over_every_range():
+    rows = fake_rows(points(PLAT, ["ring"], [8], ["float32"], 25.0, 2))
+    (row,) = steps(Projection(rows, PLAT, 25.0, 32))
     compute = 32 / 100.0
-    allreduce = 0.1 * sum(buckets(RESNET50_PARAMETERS, 4, 25.0).values())
-    assert step["allreduce_s"] == pytest.approx(allreduce)
-    assert step["step_s"] == pytest.approx(compute + allreduce - 0.5 * compute)
-    assert step["efficiency"] == pytest.approx(compute / step["step_s"])
-    assert step["time_90_epochs_s"] == pytest.approx(90 * 1_281_167 / (8 * 32 / step["step_s"]))
+    assert row["compute_s"] == pytest.approx(compute)
+    assert row["step_s"] == pytest.approx(compute + row["allreduce_s"] + row["optimizer_s"])  # overlap none
+    assert row["efficiency"] == pytest.approx((compute + row["optimizer_s"]) / row["step_s"])
+    assert row["images_per_s_low"] < row["images_per_s"] < row["images_per_s_high"]
+    assert row["time_90_epochs_s"] == pytest.approx(90 * 1_281_167 / row["images_per_s"])
+    assert row["buckets"] == 5
+    assert row["gradient_bytes"] == resnet50().parameters * 4
 
 
-def test_claims_against_steps_name_the_assumption_when_off():
-    claims = [
-        {
-            "id": "a",
-            "paper": "A",
-            "claim": "eff",
-            "cite": "c",
-            "platform": "x",
-            "algorithm": "ring",
-            "ranks": 8,
-            "dtype": "float32",
-            "metric": "efficiency",
-            "published": 0.95,
-            "if_off": "the links",
-        },
-        {
-            "id": "b",
-            "paper": "B",
-            "claim": "2-D vs 1-D",
-            "cite": "c",
-            "platform": "x",
-            "algorithm": "torus2d",
-            "ranks": 8,
-            "dtype": "float32",
-            "metric": "speedup_over",
-            "over": "ring",
-            "published": None,
-            "if_off": "hops",
-        },
-    ]
-    st = [
-        {"platform": "x", "algorithm": "ring", "ranks": 8, "dtype": "float32", "efficiency": 0.5, "allreduce_s": 2.0},
-        {
-            "platform": "x",
-            "algorithm": "torus2d",
-            "ranks": 8,
-            "dtype": "float32",
-            "efficiency": 0.9,
-            "allreduce_s": 1.0,
-        },
-    ]
-    eff, speed = compare(claims, st)
-    assert eff["simulated"] == 0.5
-    assert eff["within_20pct"] is False
+def claim(**over):
+    base = {
+        "id": "a",
+        "paper": "A",
+        "claim": "eff",
+        "cite": "c",
+        "platform": "x",
+        "algorithm": "torus2d",
+        "ranks": 8,
+        "dtype": "float32",
+        "metric": "efficiency",
+        "published": 0.95,
+        "if_off": "the links",
+    }
+    return base | over
+
+
+@pytest.mark.parametrize(
+    ("published", "low", "high", "verdict"),
+    [
+        (1.0, 0.9, 1.1, "consistent"),
+        (1.0, 0.5, 1.1, "undetermined"),
+        (1.0, 1.3, 1.5, "inconsistent"),
+        (None, 1.1, 1.5, "no published figure"),
+    ],
+)
+def test_verdicts_from_the_band(published, low, high, verdict):
+    assert judge(published, (low + high) / 2, low, high, "efficiency")[0] == verdict
+
+
+def test_inconsistent_says_by_how_much_beyond_the_edge():
+    assert judge(1.0, 1.4, 1.25, 1.5, "efficiency") == ("inconsistent", pytest.approx(1 / 1.25 - 1))
+
+
+@pytest.mark.parametrize(("low", "high", "verdict"), [(1.1, 1.6, "separated"), (0.9, 1.2, "not separated")])
+def test_a_ratio_with_nothing_published_says_whether_the_band_separates_the_two(low, high, verdict):
+    assert judge(None, 1.2, low, high, "step_speedup_over")[0] == verdict
+
+
+def test_claims_are_judged_on_their_band_and_name_the_assumption_when_outside():
+    rows = fake_rows(points(PLAT, ["ring", "torus2d"], [8], ["float32"], 25.0, 2))
+    proj = {"x": Projection(rows, PLAT, 25.0, 32)}
+    far = claim(published=0.10)
+    ratio = claim(id="b", metric="step_speedup_over", over="ring", published=None)
+    eff, speed = compare([far, ratio], proj)
+    assert eff["simulated_low"] <= eff["simulated"] <= eff["simulated_high"]
+    assert eff["verdict"] == "inconsistent"
     assert eff["assumption_to_revisit"] == "the links"
-    assert speed["simulated"] == 2.0
-    assert speed["within_20pct"] is None
-    assert speed["assumption_to_revisit"] == ""
+    assert speed["simulated"] > 1  # the ring moves twice the bytes here
+    assert speed["verdict"] in ("separated", "not separated")
+    missing = compare([claim(ranks=16)], proj)[0]
+    assert missing["verdict"] == "not simulated"
+
+
+def test_the_published_figure_feeds_no_simulated_number():
+    rows = fake_rows(points(PLAT, ["torus2d"], [8], ["float32"], 25.0, 2))
+    proj = {"x": Projection(rows, PLAT, 25.0, 32)}
+    keys = ("simulated", "simulated_low", "simulated_high")
+    a = compare([claim(published=0.95)], proj)[0]
+    b = compare([claim(published=0.10)], proj)[0]
+    assert [a[k] for k in keys] == [b[k] for k in keys]
+
+
+def test_sensitivity_moves_each_ranged_number_alone():
+    rows = fake_rows(points(PLAT, ["torus2d"], [8], ["float32"], 25.0, 2, sensitivity=True))
+    table = {r["assumption"]: r for r in sensitivity([claim()], {"x": Projection(rows, PLAT, 25.0, 32)})}
+    assert set(table) == {"link_GBps", "images_per_s_per_accelerator", "overlap"}
+    rate = table["images_per_s_per_accelerator"]
+    assert rate["at_slow_end"] > rate["at_fast_end"]  # a slower accelerator hides more of the same all-reduce
+    assert table["overlap"]["at_fast_end"] >= table["overlap"]["at_slow_end"]

@@ -113,7 +113,7 @@ def test_cli_writes_rows_and_parameters(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     csv = (tmp_path / "simulation.csv").read_text().splitlines()
-    assert csv[0].startswith("platform,algorithm,ranks,bytes")
+    assert csv[0].startswith("platform,variant,algorithm,ranks,bytes")
     assert len(csv) == 3
     doc = json.loads((tmp_path / "simulation.json").read_text())
     assert doc["platforms"][0]["nics_per_node"] == 2
@@ -130,3 +130,17 @@ def test_cli_names_an_unknown_platform(tmp_path):
     )
     assert proc.returncode == 2
     assert "no platform 'dgx-a100'; there are: tpu-v3-pod, minsky-ddl" in proc.stderr
+
+
+@pytest.mark.parametrize("algo", ["multicolor", "native"])
+def test_bucket_times_between_the_simulated_sizes_interpolate_within_a_percent(algo):
+    """simulate-scale simulates the smallest and largest bucket only; a middle bucket interpolated agrees."""
+    from scalerepro.sim.scale import interpolate
+
+    plat = Platform(
+        "two", "fattree", 16, 12.5, 5.0, 4e-12, ranks_per_node=4, intra_GBps=40.0, intra_latency_us=5.0, nics_per_node=2
+    )
+    sizes = [8_665_344, 17_850_368, 26_062_752]  # ResNet-50's float32 buckets at 25 MiB: smallest, middle, largest
+    t = {r["bytes"]: r["simulated_s"] for r in simulate([Point(algo, 16, n, plat) for n in sizes], jobs=2)}
+    known = {sizes[0]: t[sizes[0]], sizes[2]: t[sizes[2]]}
+    assert interpolate(known, sizes[1]) == pytest.approx(t[sizes[1]], rel=0.01)

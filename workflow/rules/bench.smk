@@ -23,12 +23,19 @@ rule bench:
 
 rule cost_model:
     input:
-        BENCH_RUNS,
+        bench=BENCH_RUNS,
+        platforms="config/platforms.yaml",
+        sources="config/sources.yaml",
     output:
         "results/analysis/costmodel.json",
     log:
         "results/logs/cost_model.log",
     conda:
         "../envs/scalerepro.yaml"
+    params:
+        platforms=",".join(CFG.simulate.platforms),
+        ranks=",".join(map(str, CFG.simulate.ranks)),
+        colors=CFG.comm.colors,
     shell:
-        "scalerepro cost-model --bench {input} --out {output} > {log} 2>&1"
+        "scalerepro cost-model --bench {input.bench} --platforms {input.platforms} --platform {params.platforms}"
+        " --ranks {params.ranks} --colors {params.colors} --out {output} > {log} 2>&1"

@@ -20,11 +20,26 @@ TABLES = expand("results/collect/{table}.csv", table=["runs", "epochs", "evals",
 SIM_VALIDATION = expand(
     "results/simulation/{name}", name=["validation.csv", "validation_summary.csv", "validation.json"]
 )
-SIM_SCALE = expand("results/simulation/{name}", name=["scale_points.csv", "scale.csv", "papers.csv", "scale.json"])
+SIM_SCALE = expand(
+    "results/simulation/{name}",
+    name=["scale_points.csv", "scale.csv", "papers.csv", "sensitivity.csv", "scale.json"],
+)
 SIMULATION = SIM_VALIDATION + SIM_SCALE if simulation_enabled(CFG.simulate.enabled) else []
 ANALYSIS = expand(
     "results/analysis/{name}.csv",
-    name=["runs", "scaling", "busbw", "comparison", "tta", "simulated", "papers", "validation", "accuracy", "recipes"],
+    name=[
+        "runs",
+        "scaling",
+        "busbw",
+        "comparison",
+        "tta",
+        "simulated",
+        "papers",
+        "sensitivity",
+        "validation",
+        "accuracy",
+        "recipes",
+    ],
 )
 FIGURES = [
     "scaling",
@@ -34,6 +49,7 @@ FIGURES = [
     "step_breakdown",
     "simulation_validation",
     "simulation_scale",
+    "simulation_sensitivity",
     "accuracy_by_algorithm",
     "recipe_effects",
 ]

@@ -228,9 +228,27 @@ SIMULATED_COLUMNS = [
     "allreduce_s",
     "busbw_GBps",
     "images_per_s",
+    "images_per_s_low",
+    "images_per_s_high",
     "efficiency",
+    "efficiency_low",
+    "efficiency_high",
     "time_90_epochs_s",
+    "time_90_epochs_s_low",
+    "time_90_epochs_s_high",
+    "hidden",
     "source",
+]
+SENSITIVITY_COLUMNS = [
+    "id",
+    "metric",
+    "assumption",
+    "slow_end",
+    "fast_end",
+    "at_slow_end",
+    "at_fast_end",
+    "as_described",
+    "swing",
 ]
 PAPERS_COLUMNS = [
     "id",
@@ -243,8 +261,11 @@ PAPERS_COLUMNS = [
     "metric",
     "published",
     "simulated",
+    "simulated_low",
+    "simulated_high",
     "simulated_over_published",
-    "within_20pct",
+    "verdict",
+    "outside_by",
     "assumption_to_revisit",
     "cite",
     "independent",
@@ -267,6 +288,7 @@ def simulation(sim_dir: Path | None) -> dict[str, pd.DataFrame]:
     names = {
         "simulated.csv": ("scale.csv", "simulate-scale", SIMULATED_COLUMNS),
         "papers.csv": ("papers.csv", "simulate-scale", PAPERS_COLUMNS),
+        "sensitivity.csv": ("sensitivity.csv", "simulate-scale", SENSITIVITY_COLUMNS),
         "validation.csv": ("validation.csv", "simulate-validate", VALIDATION_COLUMNS),
     }
     out = {}
@@ -308,7 +330,10 @@ def simulation_metrics(sim: dict[str, pd.DataFrame]) -> dict[str, Any]:
         if len(big)
         else {}
     )
-    claims = {str(r["id"]): _clean(r["simulated"]) for _, r in sim["papers.csv"].iterrows()}
+    claims = {
+        str(r["id"]): {k: _clean(r[k]) for k in ("simulated", "simulated_low", "simulated_high")}
+        for _, r in sim["papers.csv"].iterrows()
+    }
     return {"validation_median_abs_error_64KiB_up": errors, "claims": claims}
 
 

@@ -14,6 +14,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import PercentFormatter
 
 from scalerepro.analysis.accuracy import REFERENCE
 from scalerepro.analysis.collect import read_csv
@@ -26,6 +27,7 @@ FIGURES = (
     "step_breakdown.png",
     "simulation_validation.png",
     "simulation_scale.png",
+    "simulation_sensitivity.png",
     "accuracy_by_algorithm.png",
     "recipe_effects.png",
 )
@@ -256,6 +258,27 @@ def simulation_scale_plot(sim: pd.DataFrame, path: Path) -> Path:
     return _save(grid.figure, path)
 
 
+def sensitivity_plot(table: pd.DataFrame, path: Path) -> Path:
+    """Per simulated claim, one bar per ranged assumption: the claim's metric with that assumption alone at its slow
+    and at its fast end, relative to the platform as described (the widest bar moves the claim most)."""
+    claims = list(dict.fromkeys(table["id"])) if len(table) else []
+    fig, axes = plt.subplots(max(1, len(claims)), 1, figsize=(7, 1.2 + 1.1 * max(1, len(claims))), squeeze=False)
+    if not claims:
+        _empty(axes[0][0], "sensitivity (simulate-scale)")
+        return _save(fig, path)
+    for ax, claim in zip(axes[:, 0], claims, strict=True):
+        rows = table[table["id"] == claim].sort_values("swing")
+        lo = rows["at_slow_end"] / rows["as_described"] - 1
+        hi = rows["at_fast_end"] / rows["as_described"] - 1
+        ax.barh(rows["assumption"], hi - lo, left=lo, color="tab:blue")
+        ax.axvline(0, color="black", linewidth=0.8)
+        ax.set_title(f"{claim} ({rows['metric'].iloc[0]})", fontsize=9)
+        ax.tick_params(labelsize=7)
+        ax.xaxis.set_major_formatter(PercentFormatter(1.0))
+    axes[-1][0].set_xlabel("change from as described, one assumption from its slow to its fast end")
+    return _save(fig, path)
+
+
 def _curves(tta: pd.DataFrame, labels: pd.Series) -> pd.DataFrame:
     """Top-1 per epoch of the runs named in ``labels`` (index: run), each labelled."""
     curves = tta[tta["run"].isin(labels.index)].copy()
@@ -340,6 +363,7 @@ def plot_all(analysis_dir: Path, out: Path) -> list[Path]:
         breakdown_plot(runs, out / FIGURES[4]),
         validation_plot(read("validation.csv"), out / FIGURES[5]),
         simulation_scale_plot(sim, out / FIGURES[6]),
-        accuracy_plot(read("tta.csv"), read("accuracy.csv"), runs, out / FIGURES[7]),
-        recipe_plot(read("tta.csv"), read("recipes.csv"), out / FIGURES[8]),
+        sensitivity_plot(read("sensitivity.csv"), out / FIGURES[7]),
+        accuracy_plot(read("tta.csv"), read("accuracy.csv"), runs, out / FIGURES[8]),
+        recipe_plot(read("tta.csv"), read("recipes.csv"), out / FIGURES[9]),
     ]

@@ -25,6 +25,8 @@ from scalerepro.analysis.collect import read_csv
 from scalerepro.errors import UserError
 from scalerepro.io import write_json_atomic, write_text_atomic
 
+# what adds the simulated rows where SimGrid is missing (or the simulation was turned off)
+ADD_SIMULATION = "`sudo make system-deps && make run` adds it (SimGrid's Python module; or simulate.enabled was false)"
 TABLES = ("busbw", "accuracy", "recipes", "scaling", "papers", "runs")
 CARD_COLUMNS = [
     "paper",
@@ -379,19 +381,22 @@ def simulated(papers_csv: pd.DataFrame, claim: str | None) -> str:
         return "not simulated"
     rows = papers_csv[papers_csv["id"] == claim] if len(papers_csv) and "id" in papers_csv else papers_csv.iloc[0:0]
     if rows.empty:
-        return "not simulated in this run (SimGrid missing or simulate.enabled false: see the README)"
+        return f"not simulated in this run: {ADD_SIMULATION}"
     row = rows.iloc[0]
     if pd.isna(row["simulated"]):
         return (
             f"not simulated in this run ({int(row['ranks'])} ranks is above simulate.claims_max_ranks: "
             "make simulate runs it)"
         )
-    value = f"{_format(row['metric'], row['simulated'])} at {int(row['ranks'])} ranks on {row['platform']}"
+    where = f"at {int(row['ranks'])} ranks on {row['platform']}"
+    band = f"{_format(row['metric'], row['simulated_low'])} to {_format(row['metric'], row['simulated_high'])}"
+    value = f"{_format(row['metric'], row['simulated'])} {where} (band over the platform's ranges: {band})"
     if str(row.get("independent")).lower() == "false":
         value += " (not independent: the platform's compute rate comes from the paper's own results)"
-    if pd.isna(row["published"]):
-        return f"{value}; no published number to compare"
-    return f"{value}: {row['simulated_over_published']:.2f}x the published figure"
+    verdict = str(row.get("verdict"))
+    if verdict == "inconsistent":
+        return f"{value}: inconsistent, the published figure lies {row['outside_by']:+.0%} beyond the band's edge"
+    return f"{value}: {verdict}"
 
 
 def _format(metric: str, value: float) -> str:
@@ -400,7 +405,8 @@ def _format(metric: str, value: float) -> str:
         "efficiency": f"{value:.0%} efficiency",
         "time_90_epochs_s": f"{value / 60:.1f} min for 90 epochs",
         "images_per_s": f"{value / 1e6:.3f} M images/s",
-        "speedup_over": f"{value:.1f}x faster all-reduce",
+        "speedup_over": f"{value:.2f}x faster all-reduce",
+        "step_speedup_over": f"{value:.2f}x faster step",
     }.get(metric, f"{value:.3g} {metric}")
 
 
@@ -463,12 +469,14 @@ def establishes(tables: dict[str, pd.DataFrame], table: pd.DataFrame) -> list[st
         recipes = "recipe claims judged" if real else "recipe claims indicative only"
         lines.append(f"- Training: {len(runs)} runs on {data}{within}; {recipes}.")
     sim = tables["papers"]
-    done = int(sim["simulated"].notna().sum()) if len(sim) and "simulated" in sim else 0
+    done = sim[sim["simulated"].notna()] if len(sim) and "simulated" in sim else sim.iloc[0:0]
+    counts = ", ".join(f"{n} {v}" for v, n in done["verdict"].value_counts().sort_index().items()) if len(done) else ""
     lines.append(
-        f"- Simulation: {done} claims at the paper's scale (SimGrid on config/platforms.yaml, under its stated "
-        "assumptions; no verdict from it)."
-        if done
-        else "- Simulation: not in this run (install SimGrid: see the README)."
+        f"- Simulation: {len(done)} claims at the paper's scale judged against their band over every assumption "
+        f"of config/platforms.yaml ({counts}); compute rates from single-node measurements by others, so no "
+        "published figure is an input of the number it is compared with."
+        if len(done)
+        else f"- Simulation: not in this run: {ADD_SIMULATION}."
     )
     unverified = int((table["verdict"] == "unverified claim").sum())
     lines.append(f"- Claims no held source states: {unverified} (marked unverified claim, measured all the same).")

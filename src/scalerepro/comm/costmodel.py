@@ -412,15 +412,18 @@ def for_projection(fits: list[Fit]) -> list[Fit]:
 
 @dataclass(frozen=True)
 class Topology:
-    """A described machine to project onto."""
+    """A described machine to project onto (the CLI builds one per platform of config/platforms.yaml)."""
 
     kind: str  # "fattree" or "torus2d"
     ranks_per_node: int = 8
-    link_GBps: float = 12.5  # per direction: 100 Gbit/s InfiniBand EDR
+    link_GBps: float = 12.5  # per direction
     latency_us: float = 2.0
     rails: int = 1
     intra_GBps: float | None = None  # None: the measured node's fitted beta
     intra_latency_us: float | None = None  # None: the measured node's fitted alpha
+    gamma_s_per_byte: float | None = None  # None: the measured machine's reduction cost
+    name: str = ""  # the platform's name, for tables (default: the kind)
+    max_ranks: int | None = None  # None: any number
 
     def __post_init__(self) -> None:
         """Check the description; errors name the field."""
@@ -429,13 +432,17 @@ class Topology:
         if self.ranks_per_node < 1 or self.link_GBps <= 0 or self.latency_us < 0 or self.rails < 1:
             raise UserError("topology: ranks_per_node >= 1, link_GBps > 0, latency_us >= 0 and rails >= 1 are required")
 
+    def holds(self, p: int) -> bool:
+        """Whether p ranks fit: at most max_ranks, and whole nodes on a fat tree."""
+        whole = self.kind == "torus2d" or p <= self.ranks_per_node or p % self.ranks_per_node == 0
+        return whole and (self.max_ranks is None or p <= self.max_ranks)
+
     def network(self, f: Fit) -> Network:
         """This topology's costs, the node's own from fit ``f`` unless given."""
         intra_alpha = f.alpha_s if self.intra_latency_us is None else self.intra_latency_us * 1e-6
         intra_beta = f.beta_s_per_byte if self.intra_GBps is None else 1.0 / (self.intra_GBps * 1e9)
-        return Network(
-            intra_alpha, intra_beta, f.gamma_s_per_byte, self.latency_us * 1e-6, 1.0 / (self.link_GBps * 1e9)
-        )
+        gamma = f.gamma_s_per_byte if self.gamma_s_per_byte is None else self.gamma_s_per_byte
+        return Network(intra_alpha, intra_beta, gamma, self.latency_us * 1e-6, 1.0 / (self.link_GBps * 1e9))
 
     def layout(self, p: int) -> Layout:
         """Where p ranks sit: nodes of ranks_per_node, or the squarest torus."""
@@ -475,7 +482,7 @@ def projection(
     rows = []
     for f in fits:
         for t in topos:
-            for p in ranks:
+            for p in [p for p in ranks if t.holds(p)]:
                 key = (modelled_as(f.algorithm), t, p)
                 if key not in profiles:
                     profiles[key] = t.profile(key[0], p, n, colors)
@@ -483,7 +490,7 @@ def projection(
                     {
                         "algorithm": f.algorithm,
                         "fit_regime": f.regime,
-                        "topology": t.kind,
+                        "topology": t.name or t.kind,
                         "ranks": p,
                         "bytes": n,
                         "ms": profiles[key].cost(t.network(f)).seconds * 1e3,
@@ -521,10 +528,12 @@ def format_projection(
             f"\n# projected ms per all-reduce of {nbytes / 1e6:.1f} MB (ResNet-50 gradients, float32), "
             "from each algorithm's most cluster-like fit"
         ),
-        f"{'algorithm':>15} {'from regime':>14} {'topology':>9} " + " ".join(f"{p:>9}" for p in ranks),
+        f"{'algorithm':>15} {'from regime':>14} {'platform':>13} " + " ".join(f"{p:>9}" for p in ranks),
     ]
     for f in chosen:
         for t in topos:
-            ms = [r["ms"] for r in proj if r["algorithm"] == f.algorithm and r["topology"] == t.kind]
-            lines.append(f"{f.algorithm:>15} {f.regime:>14} {t.kind:>9} " + " ".join(f"{m:>9.2f}" for m in ms))
+            name = t.name or t.kind
+            ms = {r["ranks"]: r["ms"] for r in proj if r["algorithm"] == f.algorithm and r["topology"] == name}
+            cells = " ".join(f"{ms[p]:>9.2f}" if p in ms else f"{'-':>9}" for p in ranks)
+            lines.append(f"{f.algorithm:>15} {f.regime:>14} {name:>13} " + cells)
     return "\n".join(lines)

@@ -59,7 +59,6 @@ from typing import NamedTuple
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torchvision.io import ImageReadMode, decode_jpeg
 
 from scalerepro.data.augment import Box, centre_box, cut_rows, jpeg_size, random_resized_box
 from scalerepro.errors import UserError
@@ -166,7 +165,13 @@ def decode_jpegs(
 
 
 def _decode(jpegs: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
-    """torchvision's decode_jpeg on a list (one nvJPEG batch on CUDA), its deprecation warning silenced."""
+    """torchvision's decode_jpeg on a list (one nvJPEG batch on CUDA), its deprecation warning silenced.
+
+    torchvision is imported here, not at the top: importing it costs each rank about two seconds of CPU
+    at start-up (it pulls in torch._dynamo), and a run that decodes on the CPU never calls this.
+    """
+    from torchvision.io import ImageReadMode, decode_jpeg
+
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=DeprecationWarning, module="torchvision")
         images: list[torch.Tensor] = decode_jpeg(jpegs, mode=ImageReadMode.RGB, device=device)

@@ -2,7 +2,7 @@
 
 :mod:`scalerepro.sim.engine` runs one all-reduce (every rank's schedule)
 on one platform in one process (SimGrid's engine is one per process);
-:func:`simulate` runs many such points, each in its own subprocess kept to
+:func:`simulate` runs many such points, each in a forked process kept to
 one core, as many at once as there are cores, and gathers their results.
 """
 
@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import queue
-import subprocess
 import sys
+from collections import deque
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import Any
+from typing import Any, NoReturn
 
 from scalerepro.errors import UserError
-from scalerepro.sim.engine import CORE_ENV, Point, load_simgrid
+from scalerepro.sim.engine import Point, load_simgrid, run_point
 
 
 def enabled(setting: bool | str) -> bool:
@@ -71,41 +69,60 @@ def simulate_feasible(
 def simulate(
     points: Iterable[Point], progress: Callable[[int, int], None] | None = None, jobs: int | None = None
 ) -> list[dict[str, Any]]:
-    """Simulate every point, one subprocess each, ``jobs`` at once (default: the cores this process may use)."""
-    todo = list(points)
-    cores = sorted(os.sched_getaffinity(0))[: jobs or None]
-    free: queue.Queue[int] = queue.Queue()
-    for core in cores:
-        free.put(core)
+    """Simulate every point in a forked child of its own, ``jobs`` at once (default: the cores this process may use).
 
-    def one(point: Point) -> dict[str, Any]:
-        core = free.get()
-        try:
-            return _run(point, core)
-        finally:
-            free.put(core)
+    SimGrid's engine can be made once per process, hence one process per
+    point; forking this process (SimGrid's module loaded, no engine made)
+    costs milliseconds where starting Python and importing the package
+    costs a quarter of a second, which dominated the small points. Each
+    child keeps to one core. The children are forked from this thread only;
+    a failed point raises after the ones running have finished.
+    """
+    load_simgrid()
+    todo = deque(enumerate(points))
+    total = len(todo)
+    free = sorted(os.sched_getaffinity(0))[: jobs or None]
+    running: dict[int, tuple[int, int, int]] = {}  # pid -> (point index, core, pipe)
+    rows: dict[int, dict[str, Any]] = {}
+    failed = ""
+    while todo or running:
+        while todo and free and not failed:
+            index, point = todo.popleft()
+            core = free.pop()
+            read, write = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(read)
+                _child(point, core, write)
+            os.close(write)
+            running[pid] = (index, core, read)
+        if not running:
+            break
+        pid, _status = os.wait()
+        index, core, read = running.pop(pid)
+        free.append(core)
+        with os.fdopen(read, "rb") as pipe:
+            answer = json.loads(pipe.read() or b'{"error": "the simulation process died without a word"}')
+        if "error" in answer:
+            failed = failed or answer["error"]
+            continue
+        rows[index] = answer["row"]
+        if progress is not None and not failed:
+            progress(len(rows), total)
+    if failed:
+        raise UserError(failed)
+    return [rows[i] for i in range(total)]
 
-    with ThreadPoolExecutor(max_workers=len(cores)) as pool:
-        futures = [pool.submit(one, point) for point in todo]
-        for done, finished in enumerate(as_completed(futures), 1):
-            finished.result()  # a failed point raises here, before more progress is reported
-            if progress is not None:
-                progress(done, len(todo))
-        return [f.result() for f in futures]
 
-
-def _run(point: Point, core: int) -> dict[str, Any]:
-    """One point in a subprocess on ``core``; its row, or a UserError with the subprocess's last line."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "scalerepro.sim.run", point.as_json()],
-        capture_output=True,
-        text=True,
-        env=os.environ | {CORE_ENV: str(core)},
-    )
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise UserError(
-            f"simulating {point.algorithm} on {point.ranks} ranks of {point.platform.name}, "
-            f"{point.nbytes} B failed: {last}"
-        )
-    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+def _child(point: Point, core: int, pipe: int) -> NoReturn:
+    """In the forked child: simulate ``point`` on ``core``, send its row (or the error) up ``pipe``, exit."""
+    try:
+        os.sched_setaffinity(0, {core})
+        answer: dict[str, Any] = {"row": run_point(point)}
+    except BaseException as exc:  # every failure goes to the parent as a message; the child must not unwind
+        what = f"{point.algorithm} on {point.ranks} ranks of {point.platform.name}, {point.nbytes} B"
+        answer = {"error": f"simulating {what} failed: {exc}"}
+    data = json.dumps(answer).encode()
+    while data:
+        data = data[os.write(pipe, data) :]
+    os._exit(0)

@@ -14,22 +14,19 @@ window, latency factor or cross traffic), so on one hop per message a ring's tim
 exactly 2(p-1) alpha + 2n(p-1)/p beta + n(p-1)/p gamma; contention between
 messages sharing a link is SimGrid's max-min flow sharing.
 
-Run as ``python -m scalerepro.sim.run '<Point as JSON>'``: prints one
-JSON row. SimGrid's engine can be made once per process, hence one
-process per point; the process keeps to one core, where SimGrid's thread
-switches cost a sixth of what they cost across two (measured: 9 against
-56 us per ``yield``).
+SimGrid's engine can be made once per process, hence one process per
+point (:func:`scalerepro.sim.simulate` forks one for each); the process
+keeps to one core, where SimGrid's thread switches cost a sixth of what
+they cost across two (measured: 9 against 56 us per ``yield``).
 """
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import sys
 import time
 from collections import defaultdict, deque
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, cast
 
 from scalerepro.comm.costmodel import UNPIPELINED, no_cyclic_gc, schedules
@@ -38,7 +35,6 @@ from scalerepro.comm.shapes import GRID_DIMS
 from scalerepro.errors import UserError
 from scalerepro.sim.platforms import Platform
 
-CORE_ENV = "SCALEREPRO_SIM_CORE"  # the core a simulation process keeps to
 DEBIAN_DIST_PACKAGES = "/usr/lib/python3/dist-packages"  # where Debian's python3-simgrid puts its module
 INSTALL = "sudo apt-get install python3-simgrid (Debian/Ubuntu)"
 
@@ -62,25 +58,6 @@ class Point:
         self.platform.ranks(self.ranks)
         if self.nbytes < self.itemsize:
             raise UserError(f"simulate: {self.nbytes} bytes hold no {self.itemsize}-byte element")
-
-    def as_json(self) -> str:
-        """The point as JSON (what ``python -m scalerepro.sim.run`` reads)."""
-        return json.dumps(asdict(self) | {"platform": self.platform.as_dict()})
-
-    @classmethod
-    def from_json(cls, text: str) -> Point:
-        """The point :meth:`as_json` wrote."""
-        fields = json.loads(text)
-        return cls(
-            **(
-                fields
-                | {
-                    "platform": Platform(**fields["platform"]),
-                    "grid": tuple(fields.get("grid", ())),
-                    "dim_algorithms": tuple(fields.get("dim_algorithms", ())),
-                }
-            )
-        )
 
     def spec(self) -> Spec:
         """The schedule spec: the torus slice as the grid of the 2-D algorithms, or the nodes of a fat tree."""
@@ -340,6 +317,7 @@ def run_point(point: Point) -> dict[str, Any]:
     algbw = point.nbytes / seconds / 1e9 if seconds > 0 else 0.0
     return {
         "platform": point.platform.name,
+        "variant": point.platform.variant,
         "algorithm": point.algorithm,
         "ranks": point.ranks,
         "bytes": point.nbytes,
@@ -350,15 +328,3 @@ def run_point(point: Point) -> dict[str, Any]:
         "busbw_GBps": algbw * 2 * (point.ranks - 1) / point.ranks,
         "wall_s": time.perf_counter() - t0,
     }
-
-
-def main(argv: list[str]) -> int:
-    """``python -m scalerepro.sim.run POINT_JSON``: print the point's result row as JSON."""
-    allowed = sorted(os.sched_getaffinity(0))
-    os.sched_setaffinity(0, {int(os.environ.get(CORE_ENV, allowed[0]))})  # before SimGrid makes its threads
-    try:
-        print(json.dumps(run_point(Point.from_json(argv[0]))))
-    except UserError as exc:
-        print(f"scalerepro simulate: error: {exc}", file=sys.stderr)
-        return 2
-    return 0

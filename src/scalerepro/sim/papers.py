@@ -1,4 +1,10 @@
-"""Published figures against simulated ones: the claims in config/platforms.yaml, each set against a projection."""
+"""Published figures against simulated ones: the claims in config/platforms.yaml, each against a simulated band.
+
+A claim's verdict comes from its band over the platform's ranges
+(:mod:`scalerepro.sim.scale`), never from one guess, and the platforms'
+compute rates are single-node measurements by others, so a published
+figure is never an input of the number it is compared with.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +15,13 @@ import yaml
 
 from scalerepro import sources
 from scalerepro.errors import UserError
-from scalerepro.sim.platforms import Platform
+from scalerepro.sim.platforms import NETWORK
+from scalerepro.sim.scale import Projection
 
-METRICS = ("efficiency", "images_per_s", "time_90_epochs_s", "speedup_over")
+RATIOS = ("speedup_over", "step_speedup_over")  # another algorithm's all-reduce (or step) time over this one's
+METRICS = ("efficiency", "images_per_s", "time_90_epochs_s", *RATIOS)
 KEYS = ("id", "paper", "claim", "source", "platform", "algorithm", "ranks", "dtype", "metric", "published", "if_off")
-TOLERANCE = 0.20  # beyond this, the table names the assumption that would have to change
+TOLERANCE = 0.20  # a band within this of the published figure (as a ratio, either way) agrees with it
 
 
 def load_claims(path: Path) -> list[dict[str, Any]]:
@@ -32,24 +40,19 @@ def load_claims(path: Path) -> list[dict[str, Any]]:
         c["cite"] = registry.fact(c["source"], f"{path}: claims[{i}] ({c['id']})").cite()
         if c["metric"] not in METRICS:
             raise UserError(f"{path}: claims[{i}].metric {c['metric']!r}; choose from {', '.join(METRICS)}")
-        if c["metric"] == "speedup_over" and not c.get("over"):
-            raise UserError(f"{path}: claims[{i}] (speedup_over) needs 'over': the algorithm to compare against")
+        if c["metric"] in RATIOS and not c.get("over"):
+            raise UserError(f"{path}: claims[{i}] ({c['metric']}) needs 'over': the algorithm to compare against")
     return claims
 
 
-def compare(
-    claims: list[dict[str, Any]], steps: list[dict[str, Any]], platforms: dict[str, Platform] | None = None
-) -> list[dict[str, Any]]:
-    """One row per claim: published, simulated (None where not simulated), their ratio, what to revisit, and
-    whether the simulated figure is independent of the papers (not where it rests on a compute rate taken
-    from a reproduced paper's own results)."""
-    index = {(s["platform"], s["algorithm"], s["ranks"], s["dtype"]): s for s in steps}
+def compare(claims: list[dict[str, Any]], projections: dict[str, Projection]) -> list[dict[str, Any]]:
+    """One row per claim: published, simulated as described and its band over the platform's ranges, a verdict,
+    and what to revisit when the published figure lies outside the band."""
     rows = []
     for c in claims:
-        key = (c["platform"], c["algorithm"], c["ranks"], c["dtype"])
-        simulated = _value(c, index.get(key), index.get((c["platform"], c.get("over"), c["ranks"], c["dtype"])))
-        ratio = simulated / c["published"] if simulated is not None and c["published"] else None
-        off = ratio is not None and abs(ratio - 1) > TOLERANCE
+        proj = projections.get(c["platform"])
+        nominal, low, high = _band(c, proj) if proj is not None else (None, None, None)
+        verdict, off = judge(c["published"], nominal, low, high, c["metric"])
         rows.append(
             {
                 "id": c["id"],
@@ -61,28 +64,117 @@ def compare(
                 "dtype": c["dtype"],
                 "metric": c["metric"],
                 "published": c["published"],
-                "simulated": simulated,
-                "simulated_over_published": ratio,
-                "within_20pct": None if ratio is None else not off,
-                "assumption_to_revisit": c["if_off"] if off else "",
+                "simulated": nominal,
+                "simulated_low": low,
+                "simulated_high": high,
+                "simulated_over_published": nominal / c["published"]
+                if nominal is not None and c["published"]
+                else None,
+                "verdict": verdict,
+                "outside_by": off,
+                "assumption_to_revisit": c["if_off"] if verdict == "inconsistent" else "",
                 "cite": c["cite"],
-                "independent": _independent(c, (platforms or {}).get(c["platform"])),
+                "independent": None if proj is None else not proj.platform.rate_from_papers(),
             }
         )
     return rows
 
 
-def _independent(claim: dict[str, Any], platform: Platform | None) -> bool | None:
-    """False where the claim's metric rests on a compute rate taken from a reproduced paper; None if unknown."""
-    if platform is None:
-        return None
-    return claim["metric"] == "speedup_over" or not platform.rate_from_papers()
+def describe(row: dict[str, Any]) -> str:
+    """One line: published, simulated with its band, and the verdict (with what to revisit when inconsistent)."""
+    if row["simulated"] is None:
+        return "not simulated"
+    pub = "not stated" if row["published"] is None else f"{row['published']:.4g}"
+    text = (
+        f"published {pub}, simulated {row['simulated']:.4g} "
+        f"[{row['simulated_low']:.4g}, {row['simulated_high']:.4g}]: {row['verdict']}"
+    )
+    if row["outside_by"] is not None:
+        text += f" ({row['outside_by']:+.0%} beyond the band's edge; revisit {row['assumption_to_revisit']})"
+    return text
 
 
-def _value(claim: dict[str, Any], step: dict[str, Any] | None, other: dict[str, Any] | None) -> float | None:
-    """The simulated value of the claim's metric, None if its points were not simulated."""
-    if step is None:
+def judge(
+    published: float | None, nominal: float | None, low: float | None, high: float | None, metric: str
+) -> tuple[str, float | None]:
+    """(verdict, how far outside the band the published figure lies, as a fraction of the nearer edge).
+
+    consistent: every setting of the band is within :data:`TOLERANCE` of the
+    published figure (low at least published / 1.2, high at most published
+    x 1.2); undetermined: the published figure is inside the band but the
+    band also reaches further, so the assumptions allow a miss as well as a
+    hit; inconsistent: the published figure is outside the band. A ratio
+    between two algorithms with no published figure is ``separated`` (the
+    band is on one side of 1) or ``not separated``.
+    """
+    if nominal is None or low is None or high is None:
+        return "not simulated", None
+    if published is None:
+        if metric not in RATIOS:
+            return "no published figure", None
+        return ("separated" if low > 1 or high < 1 else "not separated"), None
+    if published < low or published > high:
+        edge = low if published < low else high
+        return "inconsistent", published / edge - 1
+    near = published / (1 + TOLERANCE) <= low and high <= published * (1 + TOLERANCE)
+    return ("consistent" if near else "undetermined"), None
+
+
+def _band(claim: dict[str, Any], proj: Projection) -> tuple[float | None, float | None, float | None]:
+    """The claim's metric as described, and its lowest and highest over the settings that were simulated."""
+    values = [v for s in proj.settings() if (v := value(claim, proj, *s)) is not None]
+    nominal = value(claim, proj, "", None, "")
+    return (nominal, min(values), max(values)) if nominal is not None and values else (None, None, None)
+
+
+def value(claim: dict[str, Any], proj: Projection, net: str, rate: float | None, overlap: str) -> float | None:
+    """The claim's metric with the network ``net`` (a variant), ``rate`` and ``overlap``; None if not simulated."""
+    algos = [claim["algorithm"]] + ([claim["over"]] if claim["metric"] in RATIOS else [])
+    if not all(proj.simulated(net, a, claim["ranks"], claim["dtype"]) for a in algos):
         return None
+    found = [proj.step(a, claim["ranks"], claim["dtype"], net, rate, overlap) for a in algos]
     if claim["metric"] == "speedup_over":
-        return other["allreduce_s"] / step["allreduce_s"] if other is not None else None
-    return float(step[claim["metric"]])
+        return found[1].allreduce_s / found[0].allreduce_s
+    if claim["metric"] == "step_speedup_over":
+        return found[1].step_s / found[0].step_s
+    return proj.metrics(found[0], claim["ranks"])[claim["metric"]]
+
+
+def sensitivity(claims: list[dict[str, Any]], projections: dict[str, Projection]) -> list[dict[str, Any]]:
+    """Per claim and ranged number of its platform: the claim's metric with that number alone at its slow and at
+    its fast end (every other as described), where those were simulated."""
+    rows = []
+    for c in claims:
+        proj = projections.get(c["platform"])
+        described = value(c, proj, "", None, "") if proj is not None else None
+        if proj is None or described is None:
+            continue
+        plat = proj.platform
+        for key in plat.ranges:
+            slow, fast = _alone(c, proj, key, False), _alone(c, proj, key, True)
+            if slow is None or fast is None:
+                continue
+            rows.append(
+                {
+                    "id": c["id"],
+                    "metric": c["metric"],
+                    "assumption": key,
+                    "slow_end": plat.end(key, False),
+                    "fast_end": plat.end(key, True),
+                    "at_slow_end": slow,
+                    "at_fast_end": fast,
+                    "as_described": described,
+                    "swing": abs(fast - slow) / described,
+                }
+            )
+    return rows
+
+
+def _alone(claim: dict[str, Any], proj: Projection, key: str, fast: bool) -> float | None:
+    """The claim's metric with only ``key`` at one end of its range."""
+    plat = proj.platform
+    if key in NETWORK:
+        return value(claim, proj, plat.varied(key, fast).variant, None, "")
+    if key == "overlap":
+        return value(claim, proj, "", None, plat.end(key, fast))
+    return value(claim, proj, "", plat.end(key, fast), "")

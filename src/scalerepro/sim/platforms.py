@@ -14,20 +14,26 @@ A platform is one of two shapes:
 config/sources.yaml (``from``, with ``derived`` where computed from it) or
 ``assumed`` and why. The loader refuses a number without one and a
 reference the registry does not hold, so the file cannot quietly grow
-guesses or cite what the project never read.
+guesses or cite what the project never read. Every assumed number that
+sets a time (:data:`RANGED`) also carries ``range: [low, high]``, the values
+it could plausibly take; a sourced number may carry one too (several
+sources that disagree). The simulation reports each claim over those
+ranges (:meth:`Platform.corner`, :meth:`Platform.varied`), not at one guess.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from scalerepro import sources
+from scalerepro.comm.costmodel import Topology
 from scalerepro.comm.shapes import squarest
 from scalerepro.errors import UserError
+from scalerepro.sim.timeline import OVERLAP_MODES
 
 SHAPES = ("torus", "fattree")
 NUMBERS = (
@@ -43,6 +49,19 @@ NUMBERS = (
     "images_per_s_per_accelerator",
     "overlap",
 )
+# the numbers that set a time, so an assumed one needs a range; max_ranks and ranks_per_node say which points exist
+RANGED = tuple(k for k in NUMBERS if k not in ("max_ranks", "ranks_per_node"))
+# the ones the simulated network depends on (a change means simulating again); the rest only enter the step
+NETWORK = (
+    "link_GBps",
+    "latency_us",
+    "intra_GBps",
+    "intra_latency_us",
+    "nics_per_node",
+    "oversubscription",
+    "gamma_s_per_byte",
+)
+FASTER_HIGH = {"link_GBps", "intra_GBps", "nics_per_node", "images_per_s_per_accelerator"}  # the rest: faster low
 
 
 @dataclass(frozen=True)
@@ -61,9 +80,11 @@ class Platform:
     nics_per_node: int = 1
     oversubscription: float = 1.0
     images_per_s_per_accelerator: float | None = None
-    overlap: float = 0.0
+    overlap: str = "none"
     description: str = ""
+    variant: str = ""  # "" as described; else which numbers were moved to an end of their range
     sources: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+    ranges: dict[str, list[Any]] = field(default_factory=dict, compare=False, hash=False)
     # the numbers taken from the reproduced papers' own results (a primary source): a figure projected from
     # one of them is not independent of those papers' claims
     from_papers: tuple[str, ...] = field(default=(), compare=False, hash=False)
@@ -82,8 +103,16 @@ class Platform:
         for name in ("latency_us", "intra_latency_us", "gamma_s_per_byte"):
             if getattr(self, name) < 0:
                 raise UserError(f"{where}: {name} must be >= 0, got {getattr(self, name)}")
-        if not 0 <= self.overlap <= 1:
-            raise UserError(f"{where}: overlap is the fraction of compute the all-reduce can hide behind, 0..1")
+        if self.overlap not in OVERLAP_MODES:
+            raise UserError(f"{where}: overlap {self.overlap!r}; choose one of {', '.join(OVERLAP_MODES)}")
+        for name, span in self.ranges.items():
+            if name == "overlap":
+                if self.overlap not in span:
+                    raise UserError(f"{where}: overlap {self.overlap!r} is not among its range {span}")
+                continue
+            low, high = span
+            if not low <= getattr(self, name) <= high:
+                raise UserError(f"{where}: {name} {getattr(self, name)} lies outside its range [{low}, {high}]")
 
     def ranks(self, p: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(torus dims or (), node of every rank) for p ranks; an error if p does not fit."""
@@ -107,6 +136,42 @@ class Platform:
     def as_dict(self) -> dict[str, Any]:
         """Every field, for JSON (sources included)."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def end(self, name: str, fast: bool) -> Any:
+        """The end of ``name``'s range that makes the step faster (``fast``) or slower; its value if unranged."""
+        if name not in self.ranges:
+            return getattr(self, name)
+        if name == "overlap":  # hiding the all-reduce behind the backward pass is the faster mode
+            wanted = "buckets" if fast else "none"
+            return wanted if wanted in self.ranges[name] else self.overlap
+        low, high = self.ranges[name]
+        return high if fast == (name in FASTER_HIGH) else low
+
+    def corner(self, fast: bool) -> Platform:
+        """Every ranged network number at the end that makes the all-reduce fastest (or slowest)."""
+        moved = {k: self.end(k, fast) for k in NETWORK if k in self.ranges}
+        if not moved:
+            return self
+        return replace(self, **moved, variant="fast network" if fast else "slow network")
+
+    def varied(self, name: str, fast: bool) -> Platform:
+        """This platform with only ``name`` at one end of its range (the others as described)."""
+        return replace(self, **{name: self.end(name, fast)}, variant=f"{name}={self.end(name, fast)}")
+
+    def topology(self) -> Topology:
+        """This platform for the cost model's projections (the same numbers the simulator runs on)."""
+        return Topology(
+            "torus2d" if self.shape == "torus" else "fattree",
+            self.ranks_per_node,
+            self.link_GBps,
+            self.latency_us,
+            self.nics_per_node,
+            self.intra_GBps or self.link_GBps,
+            self.intra_latency_us,
+            self.gamma_s_per_byte,
+            self.name,
+            self.max_ranks,
+        )
 
     def rate_from_papers(self) -> bool:
         """Whether the ResNet-50 compute rate comes from a reproduced paper's own results."""
@@ -154,10 +219,38 @@ def _platform(path: Path, name: str, body: Any, registry: sources.Registry | Non
         )
     cited = {k: sources.number_source(registry, v, f"{path}: platform {name!r}, sources.{k}") for k, v in given.items()}
     from_papers = tuple(k for k, v in given.items() if registry is not None and _primary(registry, v))
+    ranges = {k: _range(path, name, k, v, body.get(k)) for k, v in given.items() if k in RANGED}
     try:
-        return Platform(name=name, **{**body, "sources": cited, "from_papers": from_papers})
+        return Platform(name=name, **{**body, "sources": cited, "from_papers": from_papers, "ranges": _present(ranges)})
     except TypeError as exc:
         raise UserError(f"{path}: platform {name!r}: {exc}") from None
+
+
+def _range(path: Path, name: str, key: str, entry: Any, value: Any) -> list[Any] | None:
+    """A number's ``range: [low, high]`` (for overlap: the modes it may take); required where the number is assumed."""
+    where = f"{path}: platform {name!r}, sources.{key}"
+    given = entry.get("range") if isinstance(entry, dict) else None
+    if given is None:
+        if isinstance(entry, dict) and entry.get("assumed") and value is not None:
+            raise UserError(f"{where}: an assumed number needs range: [low, high], the values it could take, and why")
+        return None
+    if key == "overlap":
+        if not isinstance(given, list) or not given or any(m not in OVERLAP_MODES for m in given):
+            raise UserError(f"{where}: range {given!r}; give the modes overlap may take, of {', '.join(OVERLAP_MODES)}")
+        return list(given)
+    if (
+        not isinstance(given, list)
+        or len(given) != 2
+        or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in given)
+        or given[0] > given[1]
+    ):
+        raise UserError(f"{where}: range {given!r}; give [low, high], two numbers, low first")
+    return list(given)
+
+
+def _present(ranges: dict[str, list[Any] | None]) -> dict[str, list[Any]]:
+    """The ranges that were given."""
+    return {k: v for k, v in ranges.items() if v is not None}
 
 
 def _primary(registry: sources.Registry, entry: Any) -> bool:

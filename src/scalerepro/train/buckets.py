@@ -23,6 +23,7 @@ from torch import nn
 
 from scalerepro.comm import allreduce
 from scalerepro.comm.context import Context
+from scalerepro.comm.fusion import cut
 from scalerepro.errors import UserError
 
 Reducer = Callable[[torch.Tensor], None]
@@ -43,16 +44,10 @@ class Buckets:
     def __init__(
         self, params: list[nn.Parameter], cap_bytes: int, reduce: Reducer, world: int, overlap: bool = False
     ) -> None:
-        """Group ``params`` in reverse order into buckets of at most ``cap_bytes`` (at least one each)."""
-        self.groups: list[list[nn.Parameter]] = [[]]
-        size = 0
-        for p in reversed(params):
-            nbytes = p.numel() * p.element_size()
-            if self.groups[-1] and size + nbytes > cap_bytes:
-                self.groups.append([])
-                size = 0
-            self.groups[-1].append(p)
-            size += nbytes
+        """Group ``params`` in reverse order into buckets of at most ``cap_bytes`` (``comm.fusion.cut``)."""
+        backward = list(reversed(params))
+        sizes = [p.numel() * p.element_size() for p in backward]
+        self.groups = [[backward[i] for i in group] for group in cut(sizes, cap_bytes)]
         self.buffers = [
             torch.zeros(sum(p.numel() for p in g), dtype=g[0].dtype, device=g[0].device) for g in self.groups
         ]

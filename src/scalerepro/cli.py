@@ -994,7 +994,12 @@ def parser() -> argparse.ArgumentParser:
         default="8,64,256,1024",
         help="comma-separated rank counts; those a platform cannot hold are left out (default 8,64,256,1024)",
     )
-    s.add_argument("--dtypes", default="float32,bfloat16", help="gradient types (default float32,bfloat16)")
+    s.add_argument(
+        "--dtypes",
+        default="float32",
+        help="gradient types of the --ranks grid, float32 and/or bfloat16 (default float32, as simulate.dtypes; "
+        "a claim's own type is always simulated for it)",
+    )
     s.add_argument(
         "--bucket-mib",
         type=float,

@@ -39,11 +39,12 @@ rule simulate_scale:
         bucket_mib=CFG.train.bucket_mib,
         claims_max_ranks=CFG.simulate.claims_max_ranks,
         batch=CFG.simulate.batch_per_rank,
+        colors=CFG.comm.colors,
         corners="--corners" if CFG.simulate.corners else "--no-corners",
         sensitivity="--sensitivity" if CFG.simulate.sensitivity else "",
     shell:
         "scalerepro simulate-scale --platforms {input.platforms} --platform {params.platforms} --algos {params.algos}"
         " --ranks {params.ranks} --dtypes {params.dtypes} --bucket-mib {params.bucket_mib}"
         " --claims-max-ranks {params.claims_max_ranks} --batch {params.batch} {params.corners} {params.sensitivity}"
-        " --jobs {threads}"
+        " --colors {params.colors} --jobs {threads}"
         " --out {params.out} > {log} 2>&1"

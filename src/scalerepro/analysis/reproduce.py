@@ -471,10 +471,17 @@ def establishes(tables: dict[str, pd.DataFrame], table: pd.DataFrame) -> list[st
     sim = tables["papers"]
     done = sim[sim["simulated"].notna()] if len(sim) and "simulated" in sim else sim.iloc[0:0]
     counts = ", ".join(f"{n} {v}" for v, n in done["verdict"].value_counts().sort_index().items()) if len(done) else ""
+    flags = done["independent"].astype(str).str.lower() if "independent" in done else pd.Series(dtype=str)
+    dependent = int((flags == "false").sum())
+    inputs = (
+        f"{dependent} of them rest on a compute rate taken from a reproduced paper's own results"
+        if dependent
+        else "compute rates from single-node measurements by others, so no published figure is an input of the "
+        "number it is compared with"
+    )
     lines.append(
         f"- Simulation: {len(done)} claims at the paper's scale judged against their band over every assumption "
-        f"of config/platforms.yaml ({counts}); compute rates from single-node measurements by others, so no "
-        "published figure is an input of the number it is compared with."
+        f"of config/platforms.yaml ({counts}); {inputs}."
         if len(done)
         else f"- Simulation: not in this run: {ADD_SIMULATION}."
     )

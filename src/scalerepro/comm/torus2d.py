@@ -21,7 +21,8 @@ A runs its rings forward (coordinate order), B backward, so in every
 stage both dimensions carry data, each in one direction: X links carry B
 one way while Y links carry A the other, then they swap, so each rank
 keeps 2 of its 4 outgoing torus links busy per stage. About
-2(X+Y-2) alpha + 2n(p-1)/p beta. Each half is pipelined in chunks of
+2(X+Y-2) alpha + n(p-1)/p beta on links of bandwidth 1/beta each way (each
+half moves 2(n/2)(p-1)/p bytes over its own link). Each half is pipelined in chunks of
 ``comm.chunk_bytes`` (one lane each). On a grid with a dimension of 1 the
 two halves go round one ring in opposite directions: that is multicolor
 with two colors, and it runs as such (``as: multicolor``, or ``ring``

@@ -18,7 +18,7 @@ Y-, and in the second on X+, Y-, Y+ and X-: every stage, all four outgoing
 links (and all four incoming) carry a quarter. On a square grid the
 quarters stay in step; on X != Y the two phases of a quarter differ in
 length and the lanes run on independently, as every lane does. About
-2(X+Y-2) alpha + n(p-1)/p beta on links of bandwidth 1/beta each way,
+2(X+Y-2) alpha + n(p-1)/(2p) beta on links of bandwidth 1/beta each way,
 half of ``torus2d``'s bandwidth term. Each quarter is pipelined in chunks
 of ``comm.chunk_bytes`` (one lane each). On a grid with a dimension of 1
 it is ``torus2d``'s case too: two directions of one ring, multicolor with

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import selectors
+import signal
 import sys
 from collections import deque
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from scalerepro.errors import UserError
@@ -72,46 +75,101 @@ def simulate(
     """Simulate every point in a forked child of its own, ``jobs`` at once (default: the cores this process may use).
 
     SimGrid's engine can be made once per process, hence one process per
-    point; forking this process (SimGrid's module loaded, no engine made)
-    costs milliseconds where starting Python and importing the package
-    costs a quarter of a second, which dominated the small points. Each
-    child keeps to one core. The children are forked from this thread only;
-    a failed point raises after the ones running have finished.
+    point; forking this process (SimGrid's module loaded, no engine made;
+    torch too where the caller has counted ResNet-50's FLOPs, unused by the
+    children) costs milliseconds where starting Python and importing the
+    package costs a quarter of a second, which dominated the small points.
+    Each child keeps to one core and answers down its own pipe, read to its
+    end before the child is reaped. The first failure stops new forks and
+    is raised once the running ones are in; an interruption kills them.
     """
     load_simgrid()
     todo = deque(enumerate(points))
     total = len(todo)
     free = sorted(os.sched_getaffinity(0))[: jobs or None]
-    running: dict[int, tuple[int, int, int]] = {}  # pid -> (point index, core, pipe)
+    running: dict[int, _Child] = {}  # by the read end of its pipe
     rows: dict[int, dict[str, Any]] = {}
     failed = ""
-    while todo or running:
-        while todo and free and not failed:
-            index, point = todo.popleft()
-            core = free.pop()
-            read, write = os.pipe()
-            pid = os.fork()
-            if pid == 0:
-                os.close(read)
-                _child(point, core, write)
-            os.close(write)
-            running[pid] = (index, core, read)
-        if not running:
-            break
-        pid, _status = os.wait()
-        index, core, read = running.pop(pid)
-        free.append(core)
-        with os.fdopen(read, "rb") as pipe:
-            answer = json.loads(pipe.read() or b'{"error": "the simulation process died without a word"}')
-        if "error" in answer:
-            failed = failed or answer["error"]
-            continue
-        rows[index] = answer["row"]
-        if progress is not None and not failed:
-            progress(len(rows), total)
+    with selectors.DefaultSelector() as sel:
+        try:
+            while running or (todo and not failed):
+                while todo and free and not failed:
+                    index, point = todo.popleft()
+                    child = _Child.start(index, point, free.pop())
+                    running[child.pipe] = child
+                    sel.register(child.pipe, selectors.EVENT_READ)
+                for key, _ in sel.select():
+                    child = running[key.fd]
+                    chunk = os.read(child.pipe, 1 << 16)
+                    if chunk:
+                        child.answer += chunk
+                        continue
+                    sel.unregister(child.pipe)
+                    del running[child.pipe]
+                    free.append(child.core)
+                    row, error = child.finish()
+                    failed = failed or error
+                    if row is not None:
+                        rows[child.index] = row
+                        if progress is not None and not failed:
+                            progress(len(rows), total)
+        finally:
+            for child in running.values():
+                child.kill()
     if failed:
         raise UserError(failed)
     return [rows[i] for i in range(total)]
+
+
+@dataclass
+class _Child:
+    """One forked simulation: which point, its core, the read end of its pipe and what came down it so far."""
+
+    pid: int
+    index: int
+    point: Point
+    core: int
+    pipe: int
+    answer: bytearray = field(default_factory=bytearray)
+
+    @classmethod
+    def start(cls, index: int, point: Point, core: int) -> _Child:
+        """Fork a child that simulates ``point`` on ``core``."""
+        read, write = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(read)
+            os.close(write)
+            raise
+        if pid == 0:
+            os.close(read)
+            _child(point, core, write)
+        os.close(write)
+        return cls(pid, index, point, core, read)
+
+    def what(self) -> str:
+        """The point, for messages."""
+        p = self.point
+        return f"{p.algorithm} on {p.ranks} ranks of {p.platform.name}, {p.nbytes} B"
+
+    def finish(self) -> tuple[dict[str, Any] | None, str]:
+        """Reap the child (its pipe read to the end): (its row, "") or (None, why it failed)."""
+        os.close(self.pipe)
+        status = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+        try:
+            answer = json.loads(bytes(self.answer))
+        except ValueError:
+            return None, f"simulating {self.what()}: the process ended (exit status {status}) without an answer"
+        if "error" in answer:
+            return None, str(answer["error"])
+        return dict(answer["row"]), ""
+
+    def kill(self) -> None:
+        """Stop the child and reap it (on an interruption of the parent)."""
+        os.kill(self.pid, signal.SIGKILL)
+        os.waitpid(self.pid, 0)
+        os.close(self.pipe)
 
 
 def _child(point: Point, core: int, pipe: int) -> NoReturn:

@@ -97,15 +97,17 @@ def describe(row: dict[str, Any]) -> str:
 def judge(
     published: float | None, nominal: float | None, low: float | None, high: float | None, metric: str
 ) -> tuple[str, float | None]:
-    """(verdict, how far outside the band the published figure lies, as a fraction of the nearer edge).
+    """(verdict, how far the published figure lies beyond the band's nearer edge, as a fraction of it).
 
-    consistent: every setting of the band is within :data:`TOLERANCE` of the
-    published figure (low at least published / 1.2, high at most published
-    x 1.2); undetermined: the published figure is inside the band but the
-    band also reaches further, so the assumptions allow a miss as well as a
-    hit; inconsistent: the published figure is outside the band. A ratio
-    between two algorithms with no published figure is ``separated`` (the
-    band is on one side of 1) or ``not separated``.
+    With the tolerance :data:`TOLERANCE` (a ratio, either way):
+    consistent: every setting of the band is within it of the published
+    figure (low >= published / 1.2 and high <= published x 1.2);
+    inconsistent: the published figure is beyond the band by more than it
+    (published < low / 1.2 or > high x 1.2), so no setting of the
+    assumptions comes within it; undetermined: neither, the assumptions
+    allow a hit as well as a miss. A ratio between two algorithms with no
+    published figure is ``separated`` (its band, an outer bound, is on one
+    side of 1) or ``not separated``.
     """
     if nominal is None or low is None or high is None:
         return "not simulated", None
@@ -113,18 +115,37 @@ def judge(
         if metric not in RATIOS:
             return "no published figure", None
         return ("separated" if low > 1 or high < 1 else "not separated"), None
-    if published < low or published > high:
-        edge = low if published < low else high
-        return "inconsistent", published / edge - 1
-    near = published / (1 + TOLERANCE) <= low and high <= published * (1 + TOLERANCE)
-    return ("consistent" if near else "undetermined"), None
+    beyond = published / low - 1 if published < low else published / high - 1 if published > high else None
+    if published < low / (1 + TOLERANCE) or published > high * (1 + TOLERANCE):
+        return "inconsistent", beyond
+    if published / (1 + TOLERANCE) <= low and high <= published * (1 + TOLERANCE):
+        return "consistent", beyond
+    return "undetermined", beyond
 
 
 def _band(claim: dict[str, Any], proj: Projection) -> tuple[float | None, float | None, float | None]:
-    """The claim's metric as described, and its lowest and highest over the settings that were simulated."""
-    values = [v for s in proj.settings() if (v := value(claim, proj, *s)) is not None]
+    """The claim's metric as described, and its lowest and highest over the settings that were simulated.
+
+    A single algorithm's time is bounded by the network's corners (it is no
+    faster when a link is slower), but a ratio of two may peak between them:
+    a ratio's band is the outer bound, the lowest of the other's times over
+    the highest of this one's and the reverse, over every setting.
+    """
     nominal = value(claim, proj, "", None, "")
-    return (nominal, min(values), max(values)) if nominal is not None and values else (None, None, None)
+    if nominal is None:
+        return None, None, None
+    if claim["metric"] not in RATIOS:
+        values = [v for s in proj.settings() if (v := value(claim, proj, *s)) is not None]
+        return nominal, min(values), max(values)
+    field = "allreduce_s" if claim["metric"] == "speedup_over" else "step_s"
+    mine, theirs = ([getattr(t, field) for t in _steps(proj, claim, a)] for a in (claim["algorithm"], claim["over"]))
+    return nominal, min(theirs) / max(mine), max(theirs) / min(mine)
+
+
+def _steps(proj: Projection, claim: dict[str, Any], algo: str) -> list[Any]:
+    """``algo``'s step at the claim's point over every setting of the band that was simulated."""
+    p, dtype = claim["ranks"], claim["dtype"]
+    return [proj.step(algo, p, dtype, *s) for s in proj.settings() if proj.simulated(s[0], algo, p, dtype)]
 
 
 def value(claim: dict[str, Any], proj: Projection, net: str, rate: float | None, overlap: str) -> float | None:

@@ -159,7 +159,8 @@ class Platform:
         return replace(self, **{name: self.end(name, fast)}, variant=f"{name}={self.end(name, fast)}")
 
     def topology(self) -> Topology:
-        """This platform for the cost model's projections (the same numbers the simulator runs on)."""
+        """This platform for the cost model's projections: the simulator's numbers, but for ``oversubscription``
+        (the cost model has no shared core link; it projects a full-bisection fabric)."""
         return Topology(
             "torus2d" if self.shape == "torus" else "fattree",
             self.ranks_per_node,

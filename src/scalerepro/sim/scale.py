@@ -1,11 +1,13 @@
 """ResNet-50 at the papers' scale: its gradient buckets simulated per platform, each step laid out as a timeline.
 
 For every (platform, algorithm, ranks, gradient type) the step comes from
-:mod:`scalerepro.sim.timeline`: the compute of one per-rank batch at the
-platform's single-node rate, spread over ResNet-50's layers by their FLOPs;
-the buckets cut as training cuts them (``train.bucket_mib``), each summed in
-its simulated all-reduce time; the optimizer. Scaling efficiency is the
-step of one accelerator (compute and optimizer; nothing to reduce) over
+:mod:`scalerepro.sim.timeline`: one per-rank batch at the platform's
+single-node rate is the whole step of one accelerator; the optimizer's
+share of it (its bytes at the memory bandwidth) goes after the gradients'
+sum, the rest is forward and backward, spread over ResNet-50's layers by
+their FLOPs; the buckets are cut as training cuts them
+(``train.bucket_mib``), each summed in its simulated all-reduce time.
+Scaling efficiency is the step of one accelerator (nothing to reduce) over
 this step, images/s is p x batch / step, and 90 epochs take 90 x images
 per epoch / images/s.
 
@@ -145,6 +147,7 @@ class Projection:
                 key = (r.get("variant", ""), r["algorithm"], r["ranks"])
                 self.times.setdefault(key, {})[r["bytes"]] = r["simulated_s"]
         self.model = timeline.resnet50()
+        self.networks = {v.variant: v for v in variants(platform, True, True)}
 
     def simulated(self, variant: str, algo: str, p: int, dtype: str) -> bool:
         """Whether the buckets of ``dtype`` were simulated for (variant, algo, p)."""
@@ -160,9 +163,11 @@ class Projection:
         ready = bucket_list(dtype, self.bucket_mib)
         known = self.times[variant, algo, p]
         seconds = [interpolate(known, b.nbytes) for b in ready]
-        compute = self.batch / (rate or plat.images_per_s_per_accelerator or 1.0)
-        optimizer = timeline.optimizer_seconds(self.model.parameters, plat.gamma_s_per_byte)
-        return timeline.step(self.model, ready, seconds, compute, optimizer, overlap or plat.overlap)
+        # the single-node rate times a whole step (optimizer included): the optimizer's share comes out of it
+        whole = self.batch / (rate or plat.images_per_s_per_accelerator or 1.0)
+        gamma = self.networks.get(variant, plat).gamma_s_per_byte
+        optimizer = min(timeline.optimizer_seconds(self.model.parameters, gamma), whole / 2)
+        return timeline.step(self.model, ready, seconds, whole - optimizer, optimizer, overlap or plat.overlap)
 
     def metrics(self, s: timeline.Step, p: int) -> dict[str, float]:
         """images/s, efficiency and 90-epoch time of step ``s`` on p ranks."""

@@ -5,14 +5,16 @@ rate) is spread over the network's layers in proportion to their FLOPs,
 counted by torch's FLOP counter on torchvision's ResNet-50 (forward, then
 backward, on the meta device: shapes only, nothing computed). A gradient is
 ready when the backward pass has done the FLOPs that precede it; buckets
-are cut as training cuts them (:func:`scalerepro.comm.fusion.cut`), and a
-bucket is ready with its last gradient. Then, per the platform's
+are cut as training cuts them (:func:`scalerepro.comm.fusion.cut`, on the
+parameters in reverse order), and a bucket is ready with the last of its
+gradients autograd produces. Then, per the platform's
 ``overlap``:
 
 - ``buckets``: each bucket's all-reduce starts when it is ready and the one
   before it has finished (one communication stream, as the project's
-  overlapped training and DDP do); the step ends at the later of the
-  backward pass and the last all-reduce, plus the optimizer.
+  overlapped training does; DDP also caps its first bucket at 1 MiB, which
+  this does not model); the step ends at the later of the backward pass and
+  the last all-reduce, plus the optimizer.
 - ``none``: the gradients are summed after the backward pass, bucket after
   bucket (TensorFlow's cross-replica sum, Torch's summed gradients of 2017).
 
@@ -37,11 +39,11 @@ OPTIMIZER_BYTES_PER_PARAMETER = 5 * 4  # SGD with momentum, float32: read weight
 
 @dataclass(frozen=True)
 class Model:
-    """A network's FLOPs per image and its parameters in backward order, each with the backward FLOPs before it."""
+    """A network's FLOPs per image and its parameters in reverse order, each with the backward FLOPs before it."""
 
     forward_flops: float
     backward_flops: float
-    numels: tuple[int, ...]  # parameters in the order their gradients become ready
+    numels: tuple[int, ...]  # parameters in reverse order, as training cuts buckets (comm.fusion)
     ready: tuple[float, ...]  # backward FLOPs done when each one's gradient is ready (per image)
 
     @property
@@ -72,16 +74,22 @@ def resnet50() -> Model:
     with forward:
         loss = model(image).sum()
     backward = FlopCounterMode(display=False)
-    order: list[tuple[int, int]] = []
-    for p in model.parameters():
-        p.register_post_accumulate_grad_hook(lambda p: order.append((p.numel(), backward.get_total_flops())))
+    done: dict[int, int] = {}  # parameter -> backward FLOPs counted when its gradient was accumulated
+    params = list(model.parameters())
+
+    def record(p: torch.Tensor) -> None:
+        done.setdefault(id(p), backward.get_total_flops())
+
+    for p in params:
+        p.register_post_accumulate_grad_hook(record)
     with backward:
         loss.backward()
+    order = params[::-1]  # training's order (comm.fusion): reversed parameters, whatever order autograd ran
     return Model(
         float(forward.get_total_flops()),
         float(backward.get_total_flops()),
-        tuple(n for n, _ in order),
-        tuple(float(f) for _, f in order),
+        tuple(p.numel() for p in order),
+        tuple(float(done[id(p)]) for p in order),
     )
 
 
@@ -89,7 +97,7 @@ def buckets(model: Model, itemsize: int, bucket_mib: float) -> list[Bucket]:
     """The model's gradient buckets as training cuts them, in the order they become ready."""
     sizes = [n * itemsize for n in model.numels]
     return [
-        Bucket(sum(sizes[i] for i in group), model.ready[group[-1]] / model.backward_flops)
+        Bucket(sum(sizes[i] for i in group), max(model.ready[i] for i in group) / model.backward_flops)
         for group in cut(sizes, int(bucket_mib * 2**20))
     ]
 

@@ -406,23 +406,19 @@ def _int_list(text: str, flag: str) -> tuple[int, ...]:
 
 def cmd_cost_model(args: argparse.Namespace) -> None:
     """Fit alpha/beta/gamma per algorithm from bench JSONs; print residuals; project ResNet-50 gradients."""
-    from scalerepro.comm.costmodel import (
-        fit_regimes,
-        for_projection,
-        format_fits,
-        format_projection,
-        projection,
-    )
+    from scalerepro.comm.costmodel import fit_regimes, for_projection, format_fits, format_projection
     from scalerepro.io import write_json_atomic
+    from scalerepro.sim.platforms import project
 
     paths, rows, gamma = _bench_rows(args.bench)
     # auto is not one schedule (it picks per size), so it has no alpha-beta of its own
     algos = args.algos.split(",") if args.algos else sorted({r["algorithm"] for r in rows} - {"auto"})
     fits = fit_regimes(algos, rows, gamma)
     chosen = for_projection(fits)
-    topos = [plat.topology() for plat in _platforms(args)]
+    platforms = _platforms(args)
+    topos = [plat.topology() for plat in platforms]
     ranks = list(_int_list(args.ranks, "--ranks"))
-    proj = projection(chosen, topos, ranks, args.bytes, args.colors)
+    proj = project(chosen, platforms, ranks, args.bytes, args.colors)
     print(format_fits(fits), file=sys.stderr)
     print(format_projection(chosen, topos, ranks, proj, args.bytes), file=sys.stderr)
     write_json_atomic(

@@ -144,7 +144,8 @@ def test_corners_move_every_ranged_network_number_to_one_end():
 
 def test_a_platform_added_to_the_file_is_projected_on_its_own_numbers(tmp_path):
     """One machine description: the cost model's topology is built from the platform the simulator runs on."""
-    from scalerepro.comm.costmodel import Fit, Network, profile, projection, schedules
+    from scalerepro.comm.costmodel import Fit, Network, profile, schedules
+    from scalerepro.sim.platforms import project
 
     body = {**GOOD, "shape": "fattree", "max_ranks": 16, "ranks_per_node": 4, "intra_GBps": 40.0}
     body["sources"] = {
@@ -156,7 +157,7 @@ def test_a_platform_added_to_the_file_is_projected_on_its_own_numbers(tmp_path):
     topo = plat.topology()
     assert (topo.name, topo.link_GBps, topo.intra_GBps, topo.ranks_per_node) == ("p", 10.0, 40.0, 4)
     fit = Fit("ring", "dedicated", 9e-6, 9e-10, 9e-11, 10, 0.0, 0.0, ())  # the measured machine's: not used
-    rows = projection([fit], [topo], [8, 32], 4e6, 2)
+    rows = project([fit], [plat], [8, 32], 4e6, 2)
     assert [(r["topology"], r["ranks"]) for r in rows] == [("p", 8)]  # 32 ranks do not fit its 16
     spec = topo.spec("ring", 8, 1_000_000, 2)
     net = Network(0.0, 1 / 40e9, 0.0, 1e-6, 1 / 10e9)  # the platform's links, latencies and gamma

@@ -423,7 +423,6 @@ class Topology:
     intra_latency_us: float | None = None  # None: the measured node's fitted alpha
     gamma_s_per_byte: float | None = None  # None: the measured machine's reduction cost
     name: str = ""  # the platform's name, for tables (default: the kind)
-    max_ranks: int | None = None  # None: any number
 
     def __post_init__(self) -> None:
         """Check the description; errors name the field."""
@@ -431,11 +430,6 @@ class Topology:
             raise UserError(f"topology kind {self.kind!r}: choose fattree or torus2d")
         if self.ranks_per_node < 1 or self.link_GBps <= 0 or self.latency_us < 0 or self.rails < 1:
             raise UserError("topology: ranks_per_node >= 1, link_GBps > 0, latency_us >= 0 and rails >= 1 are required")
-
-    def holds(self, p: int) -> bool:
-        """Whether p ranks fit: at most max_ranks, and whole nodes on a fat tree."""
-        whole = self.kind == "torus2d" or p <= self.ranks_per_node or p % self.ranks_per_node == 0
-        return whole and (self.max_ranks is None or p <= self.max_ranks)
 
     def network(self, f: Fit) -> Network:
         """This topology's costs, the node's own from fit ``f`` unless given."""
@@ -482,7 +476,7 @@ def projection(
     rows = []
     for f in fits:
         for t in topos:
-            for p in [p for p in ranks if t.holds(p)]:
+            for p in ranks:
                 key = (modelled_as(f.algorithm), t, p)
                 if key not in profiles:
                     profiles[key] = t.profile(key[0], p, n, colors)

@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from scalerepro import sources
-from scalerepro.comm.costmodel import Topology
+from scalerepro.comm.costmodel import Fit, Topology, projection
 from scalerepro.comm.shapes import squarest
 from scalerepro.errors import UserError
 from scalerepro.sim.timeline import OVERLAP_MODES
@@ -171,7 +171,6 @@ class Platform:
             self.intra_latency_us,
             self.gamma_s_per_byte,
             self.name,
-            self.max_ranks,
         )
 
     def rate_from_papers(self) -> bool:
@@ -220,9 +219,9 @@ def _platform(path: Path, name: str, body: Any, registry: sources.Registry | Non
         )
     cited = {k: sources.number_source(registry, v, f"{path}: platform {name!r}, sources.{k}") for k, v in given.items()}
     from_papers = tuple(k for k, v in given.items() if registry is not None and _primary(registry, v))
-    ranges = {k: _range(path, name, k, v, body.get(k)) for k, v in given.items() if k in RANGED}
+    ranges = {k: span for k, v in given.items() if k in RANGED and (span := _range(path, name, k, v, body.get(k)))}
     try:
-        return Platform(name=name, **{**body, "sources": cited, "from_papers": from_papers, "ranges": _present(ranges)})
+        return Platform(name=name, **{**body, "sources": cited, "from_papers": from_papers, "ranges": ranges})
     except TypeError as exc:
         raise UserError(f"{path}: platform {name!r}: {exc}") from None
 
@@ -249,16 +248,23 @@ def _range(path: Path, name: str, key: str, entry: Any, value: Any) -> list[Any]
     return list(given)
 
 
-def _present(ranges: dict[str, list[Any] | None]) -> dict[str, list[Any]]:
-    """The ranges that were given."""
-    return {k: v for k, v in ranges.items() if v is not None}
-
-
 def _primary(registry: sources.Registry, entry: Any) -> bool:
     """Whether a number's ``from`` names a fact of a primary source (one of the reproduced papers)."""
     refs = entry.get("from") if isinstance(entry, dict) else None
     facts = registry.facts(refs, "platform sources") if refs else []
     return any(registry.sources[f.source].kind == "primary" for f in facts)
+
+
+def project(
+    fits: list[Fit], platforms: list[Platform], ranks: list[int], nbytes: float, colors: int
+) -> list[dict[str, Any]]:
+    """The cost model's projection (:func:`scalerepro.comm.costmodel.projection`) onto each platform, at the rank
+    counts it holds (:meth:`Platform.holds`)."""
+    return [
+        row
+        for plat in platforms
+        for row in projection(fits, [plat.topology()], [p for p in ranks if plat.holds(p)], nbytes, colors)
+    ]
 
 
 def pick(platforms: dict[str, Platform], name: str, path: Path) -> Platform:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 
 from scalerepro.errors import UserError
@@ -38,11 +39,13 @@ IMAGES_PER_EPOCH = 1_281_167  # ILSVRC-2012 training set (config/sources.yaml: i
 METRICS = ("images_per_s", "efficiency", "time_90_epochs_s")
 
 
-def bucket_list(dtype: str, bucket_mib: float) -> list[timeline.Bucket]:
-    """ResNet-50's gradient buckets of ``dtype`` as training cuts them, in the order the backward pass readies them."""
+@lru_cache
+def bucket_list(dtype: str, bucket_mib: float) -> tuple[timeline.Bucket, ...]:
+    """ResNet-50's gradient buckets of ``dtype`` as training cuts them, in the order the backward pass readies them
+    (cut once per type and size: every step of every band asks for them)."""
     if dtype not in ITEMSIZE:
         raise UserError(f"--dtypes {dtype}: choose from {', '.join(ITEMSIZE)}")
-    return timeline.buckets(timeline.resnet50(), ITEMSIZE[dtype], bucket_mib)
+    return tuple(timeline.buckets(timeline.resnet50(), ITEMSIZE[dtype], bucket_mib))
 
 
 def simulated_sizes(dtype: str, bucket_mib: float) -> list[int]:

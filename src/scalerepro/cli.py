@@ -523,11 +523,22 @@ def cmd_simulate(args: argparse.Namespace) -> None:
 
 
 def cmd_simulate_validate(args: argparse.Namespace) -> None:
-    """Fit this machine from its bench, simulate every measured point; write validation.csv and its summary."""
-    from scalerepro.sim import validate
+    """The simulator against measurements: this machine's bench (--bench), or others' clusters (--published)."""
     from scalerepro.sim.engine import load_simgrid
 
+    if bool(args.bench) == bool(args.published):
+        raise UserError("simulate-validate: give --bench FILE... (this machine) or --published (others' clusters)")
     load_simgrid()
+    if args.published:
+        _validate_published(args)
+    else:
+        _validate_bench(args)
+
+
+def _validate_bench(args: argparse.Namespace) -> None:
+    """Fit this machine from its bench, simulate every measured point; write validation.csv and its summary."""
+    from scalerepro.sim import validate
+
     _, rows, gamma = _bench_rows(args.bench)
     machines = validate.machines(rows, gamma)
     kept = validate.measured(rows)
@@ -555,6 +566,40 @@ def cmd_simulate_validate(args: argparse.Namespace) -> None:
         )
 
 
+def _validate_published(args: argparse.Namespace) -> None:
+    """Simulate the all-reduce times others published; write published.csv and published_summary.csv."""
+    from scalerepro.sim import validate
+    from scalerepro.sim.platforms import load
+
+    path = Path(args.platforms)
+    platforms = load(path)
+    measurements = validate.load_measurements(path, platforms)
+    points = validate.published_points(measurements, platforms)
+    simulated, skipped = _simulated(points, "simulate-validate", args.jobs)
+    if skipped:
+        raise UserError(f"simulate-validate: {skipped[0]['algorithm']} has no schedule: {skipped[0]['why']}")
+    table = validate.published_table(measurements, simulated, args.bucket_mib)
+    summary = validate.published_summary(table)
+    used = {m["platform"] for m in measurements}
+    _write_tables(
+        Path(args.out),
+        {"published": table, "published_summary": summary},
+        {
+            "platforms": [platforms[n].as_dict() for n in sorted(used)],
+            "tolerance": validate.PUBLISHED_TOLERANCE,
+            "bucket_mib": args.bucket_mib,
+        },
+        "published.json",
+    )
+    for s in summary:
+        print(
+            f"{s['id']} ({s['ranks']} ranks): |simulated/published - 1| median {s['median_abs_error']:.1%}, "
+            f"max {s['max_abs_error']:.1%} over {s['bar_points']} sizes of ResNet-50's buckets: "
+            f"{'within' if s['within'] else 'not within'} {validate.PUBLISHED_TOLERANCE:.0%}",
+            file=sys.stderr,
+        )
+
+
 def cmd_simulate_scale(args: argparse.Namespace) -> None:
     """ResNet-50's gradient buckets on every platform and algorithm; projected steps with bands; claims judged."""
     from scalerepro.sim import papers, scale
@@ -562,6 +607,8 @@ def cmd_simulate_scale(args: argparse.Namespace) -> None:
 
     load_simgrid()
     platforms = _platforms(args)
+    if args.platform == "all":  # the clusters kept to check the simulator against carry no ResNet-50 rate
+        platforms = [p for p in platforms if p.images_per_s_per_accelerator]
     algos = [a for a in args.algos.split(",") if a]
     ranks = list(_int_list(args.ranks, "--ranks"))
     dtypes = [d for d in args.dtypes.split(",") if d]
@@ -959,13 +1006,29 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser(
         "simulate-validate",
-        help="this machine's bench fitted as a platform and simulated beside it",
-        description="Fits one latency and bandwidth for this machine from the bench JSONs (per "
-        "regime: a core per rank, or oversubscribed), simulates every measured "
+        help="the simulator against this machine's bench, or against others' published all-reduce times",
+        description="With --bench: fits one latency and bandwidth for this machine from the bench JSONs "
+        "(per regime: a core per rank, or oversubscribed), simulates every measured "
         "(algorithm, ranks, size) with the schedule it ran, and writes validation.csv, "
-        "validation_summary.csv and validation.json.",
+        "validation_summary.csv and validation.json. With --published: simulates the all-reduce "
+        "times others measured on the clusters of --platforms (its measurements:), each as "
+        "described and at its network corners, and writes published.csv, published_summary.csv "
+        "and published.json.",
     )
-    s.add_argument("--bench", nargs="+", required=True, metavar="GLOB", help="bench JSON files (globs allowed)")
+    s.add_argument("--bench", nargs="+", metavar="GLOB", help="bench JSON files (globs allowed)")
+    s.add_argument("--published", action="store_true", help="check against the measurements: of --platforms instead")
+    s.add_argument(
+        "--platforms",
+        default="config/platforms.yaml",
+        metavar="FILE",
+        help="platforms and published measurements, for --published (default config/platforms.yaml)",
+    )
+    s.add_argument(
+        "--bucket-mib",
+        type=float,
+        default=25.0,
+        help="gradient bucket size whose sizes the --published bar holds at (train.bucket_mib; default 25)",
+    )
     s.add_argument("--out", required=True, metavar="DIR", help="folder for the validation tables")
     _jobs_arg(s)
     s.set_defaults(fn=cmd_simulate_validate)
@@ -975,8 +1038,9 @@ def parser() -> argparse.ArgumentParser:
         help="ResNet-50's gradient buckets at the papers' scale, against the papers",
         description="Simulates ResNet-50's gradient buckets (as training cuts them) for every "
         "algorithm and rank count on each platform, projects images/s, scaling "
-        "efficiency and 90-epoch time from each platform's per-accelerator rate, and sets "
-        "the published claims of config/platforms.yaml against them. Writes "
+        "efficiency and 90-epoch time from each platform's per-accelerator rate (`--platform all`: "
+        "every platform with one), and sets the published claims of config/platforms.yaml against "
+        "them. Writes "
         "scale_points.csv, scale.csv, papers.csv and scale.json.",
     )
     _platform_args(s, "all")

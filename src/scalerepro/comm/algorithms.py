@@ -3,7 +3,10 @@
 An algorithm is a module with ``NAME`` and ``schedule(spec)`` (see
 :mod:`scalerepro.comm.schedule`); ``EXECUTOR`` and ``DEVICE`` pin the
 library collectives to their library (``native``: MPI; ``gloo``: torch on
-the CPU; ``nccl``: torch on CUDA). This table imports the algorithm
+the CPU; ``nccl``: torch on CUDA); a library collective's ``model(spec)``,
+where it has one, is what the simulator and the cost model run in its
+place (else its executor's default model,
+:data:`scalerepro.comm.costmodel.LIBRARY_MODEL`). This table imports the algorithm
 modules; they never import it. To add an algorithm: write its module and
 list it in ``MODULES``.
 """
@@ -48,16 +51,21 @@ AUTO = "auto"  # not a schedule: picks one of the others per size (scalerepro.co
 
 @dataclass(frozen=True)
 class Algorithm:
-    """A registered algorithm: its schedule, and the executor and device kind it is pinned to (None: any)."""
+    """A registered algorithm: its schedule, the executor and device kind it is pinned to (None: any), and
+    the schedule that models a library collective (None: its executor's default model)."""
 
     name: str
     schedule: Callable[[Spec], Schedule]
     executor: str | None = None
     device: str | None = None
+    model: Callable[[Spec], Schedule] | None = None
 
 
 ALGORITHMS: dict[str, Algorithm] = {
-    m.NAME: Algorithm(m.NAME, m.schedule, getattr(m, "EXECUTOR", None), getattr(m, "DEVICE", None)) for m in MODULES
+    m.NAME: Algorithm(
+        m.NAME, m.schedule, getattr(m, "EXECUTOR", None), getattr(m, "DEVICE", None), getattr(m, "model", None)
+    )
+    for m in MODULES
 }
 
 

@@ -37,7 +37,7 @@ projection uses the dedicated fit when there is one, as on a cluster.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
@@ -121,29 +121,56 @@ def schedules(algo: str, spec: Spec, executor: str = "mpi") -> Iterator[Schedule
     entry = ALGORITHMS.get(algo)
     if entry is None:
         raise UserError(f"no cost model for {algo!r}; modelled: {', '.join(sorted(ALGORITHMS))}")
-    library = LIBRARY_MODEL[entry.executor or executor]
+    model = entry.model or LIBRARY_MODEL[entry.executor or executor].schedule
     for r in range(spec.p):
-        yield _expand(entry.schedule(replace(spec, rank=r)), r, spec.itemsize, library)
+        yield _expand(entry.schedule(replace(spec, rank=r)), spec, r, model)
 
 
-def _expand(schedule: Schedule, rank: int, itemsize: int, library: Any) -> Schedule:
-    """``schedule`` with each collective stage replaced by the stages of the library's algorithm on the group."""
+def _expand(schedule: Schedule, spec: Spec, rank: int, model: Callable[[Spec], Schedule]) -> Schedule:
+    """``schedule`` with each collective stage replaced by the stages of the library's model on the group.
+
+    A lane that is one collective becomes the model's lanes, running side
+    by side as the model's do; inside a longer lane the model's lanes run
+    one after another.
+    """
     if not any(isinstance(s, AllReduce) for s in schedule.steps()):
         return schedule
-    lanes = []
+    lanes: list[tuple[Stage, ...]] = []
     for lane in schedule.lanes:
         stages: list[Stage] = []
         for stage in lane:
             if len(stage) == 1 and isinstance(stage[0], AllReduce):
-                step = stage[0]
-                group = next(g for g in schedule.partition(step.group) if rank in g)
-                inner = library.schedule(Spec(len(group), group.index(rank), step.hi - step.lo, itemsize))
-                for inner_lane in inner.lanes:
-                    stages += [tuple(_moved(s, group, step.lo) for s in st) for st in inner_lane]
+                inner = _modelled(stage[0], schedule, spec, rank, model)
+                if len(lane) == 1:
+                    lanes += inner
+                    continue
+                stages += [st for inner_lane in inner for st in inner_lane]
             else:
                 stages.append(stage)
-        lanes.append(tuple(stages))
+        if stages:
+            lanes.append(tuple(stages))
     return Schedule(tuple(lanes), schedule.groups, schedule.info)
+
+
+def _modelled(
+    step: AllReduce, schedule: Schedule, spec: Spec, rank: int, model: Callable[[Spec], Schedule]
+) -> list[tuple[Stage, ...]]:
+    """The lanes of the library's model for one collective step, in the whole schedule's ranks and offsets."""
+    group = next(g for g in schedule.partition(step.group) if rank in g)
+    nodes = tuple(spec.node_of(g) for g in group) if spec.nodes else ()
+    inner = model(
+        Spec(
+            len(group),
+            group.index(rank),
+            step.hi - step.lo,
+            spec.itemsize,
+            spec.colors,
+            spec.chunk_bytes,
+            nodes=nodes,
+            rails=spec.rails,
+        )
+    )
+    return [tuple(tuple(_moved(s, group, step.lo) for s in st) for st in lane) for lane in inner.lanes]
 
 
 def _moved(step: Any, group: tuple[int, ...], offset: int) -> Any:
@@ -463,9 +490,10 @@ def project_time(f: Fit, topo: Topology, n: float, p: int, colors: int = 2) -> f
 
 
 def modelled_as(algo: str) -> str:
-    """The algorithm whose schedule models ``algo`` (a library collective: its library's model; else itself)."""
+    """The algorithm whose schedule models ``algo`` (a library collective without a model of its own: its
+    executor's default model; else itself)."""
     entry = ALGORITHMS[algo]
-    return str(LIBRARY_MODEL[entry.executor].NAME) if entry.executor else algo
+    return str(LIBRARY_MODEL[entry.executor].NAME) if entry.executor and not entry.model else algo
 
 
 def projection(

@@ -74,7 +74,9 @@ Lane = tuple[Stage, ...]
 class Spec:
     """What a schedule is for: rank ``rank`` of ``p``, ``count`` elements of ``itemsize`` bytes, and the parameters.
 
-    ``nodes`` gives the node of every rank (``()``: all on one node).
+    ``nodes`` gives the node of every rank (``()``: all on one node);
+    ``rails`` the network adapters per node, which only a library's model
+    reads (NCCL opens one ring per adapter, :func:`scalerepro.comm.nccl.model`).
     """
 
     p: int
@@ -86,6 +88,7 @@ class Spec:
     grid: tuple[int, ...] = ()
     nodes: tuple[int, ...] = ()
     dim_algorithms: tuple[str, ...] = ()  # multiring: per grid dimension, "ring" or "library" (default ring)
+    rails: int = 1
 
     @property
     def nbytes(self) -> int:

@@ -73,6 +73,7 @@ class Point:
             grid,
             nodes,
             self.dim_algorithms,
+            self.platform.nics_per_node if nodes else 1,
         )
 
 

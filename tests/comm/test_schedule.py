@@ -8,7 +8,17 @@ import numpy as np
 import pytest
 
 from scalerepro.comm.algorithms import ALGORITHMS
-from scalerepro.comm.schedule import Deadlock, Recv, Schedule, Send, Spec, check_aligned, every_rank, simulate
+from scalerepro.comm.schedule import (
+    Deadlock,
+    Recv,
+    Schedule,
+    Send,
+    Spec,
+    bidir_path,
+    check_aligned,
+    every_rank,
+    simulate,
+)
 from scalerepro.errors import UserError
 
 POINT_TO_POINT = ["ring", "rabenseifner", "multicolor", "multiring", "torus2d", "torus2d-3phase", "torus2d-4link"]
@@ -95,6 +105,42 @@ def test_torus_first_stage_busies_this_many_of_a_ranks_four_outgoing_links(algo,
     peers = {step.peer for stage in first for step in stage if isinstance(step, Send)}
     assert len(peers) == links
     assert peers <= {4, 6, 1, 9}  # rank 5 is (1, 1): its neighbours along x, then along y
+
+
+@pytest.mark.parametrize("q", range(1, 10))
+def test_a_ring_run_both_ways_sums_in_half_the_stages(q):
+    """bidir_path on one ring of q: the same bits everywhere on random floats, ceil(q/2) stages each way, and
+    (q > 3) its first stage sends to both neighbours."""
+    order = tuple(range(q))
+    schedules = [Schedule((tuple(bidir_path(r, [order], 0, 1001)),)) for r in range(q)]
+    rng = np.random.default_rng(q)
+    inputs = [rng.standard_normal(1001).astype(np.float32) for _ in range(q)]
+    buffers = [x.copy() for x in inputs]
+    simulate(schedules, buffers)
+    want = np.sum(np.stack([x.astype(np.float64) for x in inputs]), axis=0)
+    bound = max(q - 1, 1) * np.finfo(np.float32).eps * np.sum(np.abs(np.stack(inputs)), axis=0)
+    for buf in buffers:
+        assert np.all(np.abs(buf - want) <= bound)
+        assert np.array_equal(buf, buffers[0])
+    stages = schedules[0].lanes[0]
+    assert len(stages) == (2 * ((q + 1) // 2) if q > 1 else 0)
+    if q > 3:
+        assert {s.peer for s in stages[0] if isinstance(s, Send)} == {1, q - 1}
+
+
+def test_torus2d_4link_takes_about_half_torus2ds_stages_and_link_bytes():
+    spec = Spec(64, 9, 1 << 16, grid=(8, 8), chunk_bytes=1 << 62)
+    plain, four = (ALGORITHMS[a].schedule(spec) for a in ("torus2d", "torus2d-4link"))
+    assert max(map(len, four.lanes)) * 2 <= max(map(len, plain.lanes)) + 4  # 2 x (4 + 4) against 2 x (7 + 7)
+
+    def most_on_a_link(sched: Schedule) -> int:
+        sent: dict[int, int] = {}
+        for step in sched.steps():
+            if isinstance(step, Send):
+                sent[step.peer] = sent.get(step.peer, 0) + step.hi - step.lo
+        return max(sent.values())
+
+    assert most_on_a_link(four) <= 0.65 * most_on_a_link(plain)  # 4 of 8 chunks a ring against 7 of 8
 
 
 def test_schedules_record_their_shape():

@@ -198,14 +198,78 @@ def ring_phases(
     return scatter, gather, c[q - 1]  # chunk pos + 1: what this rank owns after the reduce-scatter
 
 
+def bidir_path(rank: int, rings: Sequence[tuple[int, ...]], lo: int, hi: int) -> list[Stage]:
+    """:func:`ring_path` with every ring run both ways at once (:func:`bidir_phases`): half the stages."""
+    reduce: list[Stage] = []
+    gathers: list[list[Stage]] = []
+    for order in rings:
+        if len(order) == 1:
+            continue
+        scatter, gather, (lo, hi) = bidir_phases(rank, order, lo, hi)
+        reduce += scatter
+        gathers.append(gather)
+    return reduce + [stage for gather in reversed(gathers) for stage in gather]
+
+
+def bidir_phases(
+    rank: int, order: tuple[int, ...], lo: int, hi: int
+) -> tuple[list[Stage], list[Stage], tuple[int, int]]:
+    """Around one ring ``order`` both ways at once, on ``[lo, hi)``: the reduce-scatter's stages, the
+    all-gather's, and the (lo, hi) this rank owns between them.
+
+    Chunk k (of q, one per position) is summed at position k from both
+    sides: the ``ceil(q/2)`` positions before it pass a running sum forward
+    and the rest pass one backward, one hop a stage, so every stage sends
+    one chunk each way and the reduce-scatter takes ``ceil(q/2)`` stages
+    instead of q - 1; the all-gather copies chunk k forward to the
+    ``ceil(q/2)`` positions after it and backward to the rest. The two sums
+    of a chunk reach its owner in different stages (the backward one a
+    stage or more before the forward one), so each stage adds at most
+    one message into a slice, and every rank ends with the owner's bits.
+    """
+    q = len(order)
+    pos = order.index(rank)
+    right, left = order[(pos + 1) % q], order[(pos - 1) % q]
+    b = chunk_bounds(lo, hi, q)
+
+    def c(k: int) -> tuple[int, int]:
+        k %= q
+        return b[k], b[k + 1]
+
+    fwd = (q + 1) // 2  # positions summing forward into a chunk (its last sum arrives in stage fwd)
+    back = q - 1 - fwd
+    new = tuple.__new__
+    scatter: list[Stage] = []
+    for s in range(1, fwd + 1):
+        steps: list[Send | Recv] = [
+            new(Send, (right, *c(pos + fwd - s + 1), True)),
+            new(Recv, (left, *c(pos + fwd - s), True)),
+        ]
+        if s <= back:
+            steps += [new(Send, (left, *c(pos - back + s - 1), True)), new(Recv, (right, *c(pos - back + s), True))]
+        scatter.append(tuple(x for x in steps if x.hi > x.lo))
+    gather: list[Stage] = []
+    for s in range(1, fwd + 1):
+        steps = [new(Send, (right, *c(pos - s + 1), False)), new(Recv, (left, *c(pos - s), False))]
+        if s <= back:
+            steps += [new(Send, (left, *c(pos + s - 1), False)), new(Recv, (right, *c(pos + s), False))]
+        gather.append(tuple(x for x in steps if x.hi > x.lo))
+    return scatter, gather, c(pos)
+
+
 def pipelined(
-    rank: int, parts: Sequence[tuple[tuple[int, int], Sequence[tuple[int, ...]]]], itemsize: int, chunk_bytes: int
+    rank: int,
+    parts: Sequence[tuple[tuple[int, int], Sequence[tuple[int, ...]]]],
+    itemsize: int,
+    chunk_bytes: int,
+    path: Callable[[int, Sequence[tuple[int, ...]], int, int], list[Stage]] = ring_path,
 ) -> tuple[Lane, ...]:
-    """One lane per pipeline chunk of each ((lo, hi), rings) part: the multi-ring algorithms' shape."""
+    """One lane per pipeline chunk of each ((lo, hi), rings) part, along ``path``: the multi-ring algorithms'
+    shape."""
     lanes = []
     for (lo, hi), rings in parts:
         for clo, chi in pieces(lo, hi, chunks_for((hi - lo) * itemsize, chunk_bytes)):
-            lanes.append(tuple(ring_path(rank, rings, clo, chi)))
+            lanes.append(tuple(path(rank, rings, clo, chi)))
     return tuple(lanes)
 
 

@@ -31,10 +31,20 @@ where that reduces further).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from scalerepro.comm import multicolor
-from scalerepro.comm.schedule import EMPTY, Schedule, Spec, check_uniform_nodes, pieces, pipelined, reduced_to
+from scalerepro.comm.schedule import (
+    EMPTY,
+    Schedule,
+    Spec,
+    Stage,
+    check_uniform_nodes,
+    pieces,
+    pipelined,
+    reduced_to,
+    ring_path,
+)
 from scalerepro.comm.shapes import GRID_DIMS, line, resolve_grid, squarest
 
 NAME = "torus2d"
@@ -61,8 +71,10 @@ def on_grid(
     name: str,
     parts: Callable[[tuple[int, ...], tuple[int, ...]], Parts],
     flat: tuple[str, Callable[[Spec], Schedule]] = (multicolor.NAME, multicolor.two_directions),
+    path: Callable[[int, Sequence[tuple[int, ...]], int, int], list[Stage]] = ring_path,
 ) -> Schedule:
-    """The frame of the 2-D torus algorithms: ``name``'s X x Y grid, ``parts(x_ring, y_ring)`` pipelined.
+    """The frame of the 2-D torus algorithms: ``name``'s X x Y grid, ``parts(x_ring, y_ring)`` pipelined,
+    each part along ``path`` (default: each ring one way).
 
     On a grid with a dimension of 1 the schedule is ``flat`` (the name of
     what it then is, and its schedule; default: two rings, one each way),
@@ -74,7 +86,7 @@ def on_grid(
     if min(dims) == 1:
         return reduced_to(flat[1](spec), flat[0])
     found = parts(line(spec.rank, dims, 0), line(spec.rank, dims, 1))
-    return Schedule(pipelined(spec.rank, found, spec.itemsize, spec.chunk_bytes), info={"grid": list(dims)})
+    return Schedule(pipelined(spec.rank, found, spec.itemsize, spec.chunk_bytes, path), info={"grid": list(dims)})
 
 
 def schedule(spec: Spec) -> Schedule:

@@ -3,41 +3,41 @@
 Beyond the papers (``torus2d`` keeps 2 of each chip's 4 outgoing links
 busy per stage; see that module). The ranks form the same X x Y grid as
 ``torus2d`` (``comm.grid``; the squarest on one node, ranks per node x
-nodes on several). The buffer is cut in quarters, each a 2-D
-reduce-scatter then all-gather along two rings, each starting on a
-different direction of a different dimension:
+nodes on several). The buffer is cut in halves, each a 2-D reduce-scatter
+then all-gather along two rings, every ring run both ways at once
+(:func:`~scalerepro.comm.schedule.bidir_phases`: each chunk summed from
+both sides, one chunk each way per stage):
 
-    quarter  first ring  then
-    A        Y forward   X forward
-    B        X backward  Y backward
-    C        X forward   Y forward
-    D        Y backward  X backward
+    half  first ring     then
+    A     Y, both ways   X, both ways
+    B     X, both ways   Y, both ways
 
-so in the first phase A, B, C and D leave each rank on Y+, X-, X+ and
-Y-, and in the second on X+, Y-, Y+ and X-: every stage, all four outgoing
-links (and all four incoming) carry a quarter. On a square grid the
-quarters stay in step; on X != Y the two phases of a quarter differ in
-length and the lanes run on independently, as every lane does. About
-2(X+Y-2) alpha + n(p-1)/(2p) beta on links of bandwidth 1/beta each way,
-half of ``torus2d``'s bandwidth term. Each quarter is pipelined in chunks
-of ``comm.chunk_bytes`` (one lane each). On a grid with a dimension of 1
-it is ``torus2d``'s case too: two directions of one ring, multicolor with
-two colors (``as: multicolor``).
+so in the first phase A leaves each rank on Y+ and Y- and B on X+ and X-,
+in the second the other way round: every stage, all four outgoing links
+(and all four incoming) carry a chunk. A ring of q ranks run both ways
+takes ceil(q/2) stages instead of q - 1 and puts half the bytes on each
+link, so about (X + Y) alpha + n(p-1)/(2p) beta on links of bandwidth
+1/beta each way: about half ``torus2d``'s latency and bandwidth terms. On
+a square grid the halves stay in step; on X != Y their phases differ in
+length and the lanes run on independently, as every lane does. Each half
+is pipelined in chunks of ``comm.chunk_bytes`` (one lane each). On a grid
+with a dimension of 1 it is ``torus2d``'s case too: two directions of one
+ring, multicolor with two colors (``as: multicolor``).
 """
 
 from __future__ import annotations
 
-from scalerepro.comm.schedule import Schedule, Spec, pieces
+from scalerepro.comm.schedule import Schedule, Spec, bidir_path, pieces
 from scalerepro.comm.torus2d import Parts, on_grid
 
 NAME = "torus2d-4link"
 
 
 def schedule(spec: Spec) -> Schedule:
-    """Quarters A (Y+ then X+), B (X- then Y-), C (X+ then Y+) and D (Y- then X-), pipelined."""
+    """Halves A (Y then X) and B (X then Y), every ring both ways at once, pipelined."""
 
-    def quarters(x: tuple[int, ...], y: tuple[int, ...]) -> Parts:
-        a, b, c, d = pieces(0, spec.count, 4)
-        return [(a, [y, x]), (b, [x[::-1], y[::-1]]), (c, [x, y]), (d, [y[::-1], x[::-1]])]
+    def halves(x: tuple[int, ...], y: tuple[int, ...]) -> Parts:
+        a, b = pieces(0, spec.count, 2)
+        return [(a, [y, x]), (b, [x, y])]
 
-    return on_grid(spec, NAME, quarters)
+    return on_grid(spec, NAME, halves, path=bidir_path)

@@ -220,6 +220,20 @@ def test_srun_steps_get_the_cpus_per_task_of_the_cluster_section(launcher, line)
     assert from_mapping({"cluster": {"cpus_per_task": 6}}).cluster.launch(launcher) == line
 
 
+@pytest.mark.parametrize(
+    ("launcher", "ranks", "line"),
+    [
+        ("mpiexec", 4, "mpiexec -n 1 -ppn 1"),
+        ("mpiexec", 12, "mpiexec -n 3 -ppn 1"),
+        ("srun --mpi=pmi2", 8, "srun --cpus-per-task=6 --mpi=pmi2 -n 2 --ntasks-per-node=1"),
+        ("/opt/site/launch.sh", 8, "env SRUN_CPUS_PER_TASK=6 /opt/site/launch.sh -n 8"),  # placement unknown
+    ],
+)
+def test_staging_starts_one_process_per_node(launcher, ranks, line):
+    cluster = from_mapping({"cluster": {"cpus_per_task": 6, "tasks_per_node": 4}}).cluster
+    assert cluster.launch_per_node(launcher, ranks) == line
+
+
 def test_staged_shards_are_removed_after_the_sweep_under_slurm_unless_kept():
     base = load(REPO / "config" / "config.yaml")
     assert base.stage.keep is None

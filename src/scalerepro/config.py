@@ -268,6 +268,18 @@ class ClusterConfig:
             return f"srun --cpus-per-task={self.cpus_per_task}{launcher[len('srun') :]}"
         return f"env SRUN_CPUS_PER_TASK={self.cpus_per_task} {launcher}"
 
+    def launch_per_node(self, launcher: str, ranks: int) -> str:
+        """The launcher line, with its count, for one process on each node of a ``ranks``-rank run (what staging
+        needs: a node's first process copies, the others would only wait). mpiexec and srun get the nodes
+        and one per node; a user's wrapper, whose placement flags are unknown, starts every rank."""
+        first = launcher.split()[0] if launcher.split() else ""
+        nodes = self.nodes(ranks)
+        if first in ("mpiexec", "mpirun"):
+            return f"{launcher} -n {nodes} -ppn 1"
+        if first == "srun":
+            return f"{self.launch(launcher)} -n {nodes} --ntasks-per-node=1"
+        return f"{self.launch(launcher)} -n {ranks}"
+
 
 @dataclass(frozen=True)
 class Config:

@@ -144,3 +144,39 @@ def test_bucket_times_between_the_simulated_sizes_interpolate_within_a_percent(a
     t = {r["bytes"]: r["simulated_s"] for r in simulate([Point(algo, 16, n, plat) for n in sizes], jobs=2)}
     known = {sizes[0]: t[sizes[0]], sizes[2]: t[sizes[2]]}
     assert interpolate(known, sizes[1]) == pytest.approx(t[sizes[1]], rel=0.01)
+
+
+def test_a_claims_published_number_moves_no_simulated_number(tmp_path):
+    """Every claim run at 8 ranks twice, its published figure changed the second time: every simulated number,
+    band and step stays the same; only the published column and the verdicts may move."""
+    import pandas as pd
+    import yaml
+
+    doc = yaml.safe_load((REPO / "config" / "platforms.yaml").read_text())
+    doc["sources_file"] = str(REPO / "config" / "sources.yaml")
+    for claim in doc["claims"]:
+        claim["ranks"] = 8
+    outs = []
+    for factor in (1.0, 1.37):
+        for claim in doc["claims"]:
+            if claim["published"] is not None:
+                claim["published"] *= factor
+        path = tmp_path / f"platforms-{factor}.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        out = tmp_path / f"out-{factor}"
+        args = ["simulate-scale", "--platforms", str(path), "--platform", "all", "--algos", "ring"]
+        args += ["--ranks", "8", "--claims-max-ranks", "8", "--no-corners", "--jobs", "2", "--out", str(out)]
+        proc = subprocess.run(
+            [sys.executable, "-m", "scalerepro.cli", *args], capture_output=True, text=True, timeout=600, cwd=REPO
+        )
+        assert proc.returncode == 0, proc.stderr
+        outs.append(out)
+    for table in ("scale_points", "scale", "sensitivity"):
+        a, b = (pd.read_csv(o / f"{table}.csv") for o in outs)
+        timing = ["wall_s"]
+        pd.testing.assert_frame_equal(a.drop(columns=timing, errors="ignore"), b.drop(columns=timing, errors="ignore"))
+    first, second = (pd.read_csv(o / "papers.csv") for o in outs)
+    simulated = ["simulated", "simulated_low", "simulated_high"]
+    assert first[simulated].notna().all().all()
+    pd.testing.assert_frame_equal(first[simulated], second[simulated])
+    assert (second["published"].dropna() != first["published"].dropna()).all()

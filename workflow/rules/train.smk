@@ -1,6 +1,6 @@
 # One training run per grid point (variant, algorithm, rank count, BN group,
-# seed, repetition). Inside the job: stage this node's shards into node memory, then
-# launch the ranks with the same launcher (mpiexec on a laptop, srun
+# seed, repetition). Inside the job: stage the shards into each node's memory (one process
+# per node), then launch the ranks with the same launcher (mpiexec on a laptop, srun
 # --mpi=pmi2 on SLURM; see the profiles). A failed or interrupted attempt
 # leaves checkpoint.pt and events.jsonl.partial in the run folder (neither is
 # a declared output, so Snakemake keeps them); the retry or rerun resumes there.
@@ -23,6 +23,7 @@ rule train:
         **mpi_resources(CFG.cluster.train_runtime_min, measure=1),
     params:
         launch=lambda w, resources: CFG.cluster.launch(resources.launcher),
+        stage_launch=lambda w, resources: CFG.cluster.launch_per_node(resources.launcher, int(w.ranks)),
         cfg=lambda w: json.dumps(CFG.run_sections(w.variant), sort_keys=True),
         start=CFG.comm.timeout_s,
         out=lambda w, output: Path(output.run).parent,
@@ -34,7 +35,7 @@ rule train:
         # {log} before a retry); `supervise` names the rank that died, the step and the checkpoint,
         # and stops a launch whose ranks have not started (MPI_Init stuck) after comm.timeout_s.
         '(echo "== train job on $(hostname) at $(date -u +%FT%TZ)"'
-        " && {params.launch} -n {wildcards.ranks} scalerepro stage --config-json {params.cfg:q}"
+        " && {params.stage_launch} scalerepro stage --config-json {params.cfg:q}"
         " --shards {params.train} {params.val} --log {output.stage}"
         " && scalerepro supervise --run-dir {params.out} --start-timeout {params.start} --"
         " {params.launch} -n {wildcards.ranks} scalerepro train --config-json {params.cfg:q}"

@@ -80,11 +80,14 @@ def simulate(
     children) costs milliseconds where starting Python and importing the
     package costs a quarter of a second, which dominated the small points.
     Each child keeps to one core and answers down its own pipe, read to its
-    end before the child is reaped. The first failure stops new forks and
-    is raised once the running ones are in; an interruption kills them.
+    end before the child is reaped. The largest rank counts start first (a
+    point's cost grows with its ranks squared), so the last to finish are
+    small ones and no core idles behind one long point. The first failure
+    stops new forks and is raised once the running ones are in; an
+    interruption kills them. Rows come back in the order of ``points``.
     """
     load_simgrid()
-    todo = deque(enumerate(points))
+    todo = deque(sorted(enumerate(points), key=lambda item: -item[1].ranks))
     total = len(todo)
     free = sorted(os.sched_getaffinity(0))[: jobs or None]
     running: dict[int, _Child] = {}  # by the read end of its pipe

@@ -90,7 +90,7 @@ def test_workflow_runs_on_two_slurm_nodes_with_srun_inside_the_allocation(tmp_pa
     assert record["slurm"]["job_id"]
     assert "step_id" in record["slurm"]
     stage = json.loads((wf / "results/train/base/ring/n2/g1-s0-r0/stage.json").read_text())
-    assert stage["world_size"] == 2
+    assert stage["world_size"] == 1  # one staging process per node
     assert len(stage["nodes"]) == 1
     assert json.loads((wf / "results/metrics.json").read_text())["runs"]
 
@@ -101,6 +101,7 @@ def test_workflow_runs_on_two_slurm_nodes_with_srun_inside_the_allocation(tmp_pa
     assert record["status"] in ("success", "aborted")  # aborted: 2 epochs do not reach the target
     assert record["mpi_env"]["MPIR_CVAR_CH4_NETMOD"] == "ofi"  # srun --mpi=pmi2 across nodes: OFI, not UCX
     staged = json.loads((two / "stage.json").read_text())
+    assert staged["world_size"] == 2  # srun --ntasks-per-node=1: one staging process on each node
     by_name = {n["name"]: {s["split"]: s for s in n["splits"]} for n in staged["nodes"]}
     assert sorted(by_name) == ["n1", "n2"]  # once per node, by SLURM's node name (one host here)
     assert by_name["n1"]["train"]["shards"] == ["shard-00000.srs", "shard-00002.srs"]

@@ -727,6 +727,11 @@ def _platform_args(s: argparse.ArgumentParser, default: str) -> None:
     _jobs_arg(s)
 
 
+def _bucket_mib_arg(s: argparse.ArgumentParser, what: str) -> None:
+    """--bucket-mib: ResNet-50's gradient buckets as training cuts them (train.bucket_mib)."""
+    s.add_argument("--bucket-mib", type=float, default=25.0, help=f"{what} (train.bucket_mib; default 25)")
+
+
 def _jobs_arg(s: argparse.ArgumentParser) -> None:
     """--jobs: simulations at once, each on its own core."""
     s.add_argument(
@@ -1023,12 +1028,7 @@ def parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="platforms and published measurements, for --published (default config/platforms.yaml)",
     )
-    s.add_argument(
-        "--bucket-mib",
-        type=float,
-        default=25.0,
-        help="gradient bucket size whose sizes the --published bar holds at (train.bucket_mib; default 25)",
-    )
+    _bucket_mib_arg(s, "gradient bucket size whose sizes the --published bar holds at")
     s.add_argument("--out", required=True, metavar="DIR", help="folder for the validation tables")
     _jobs_arg(s)
     s.set_defaults(fn=cmd_simulate_validate)
@@ -1060,12 +1060,7 @@ def parser() -> argparse.ArgumentParser:
         help="gradient types of the --ranks grid, float32 and/or bfloat16 (default float32, as simulate.dtypes; "
         "a claim's own type is always simulated for it)",
     )
-    s.add_argument(
-        "--bucket-mib",
-        type=float,
-        default=25.0,
-        help="gradient bucket size as training cuts it (train.bucket_mib; default 25)",
-    )
+    _bucket_mib_arg(s, "gradient bucket size as training cuts it")
     s.add_argument(
         "--claims-max-ranks",
         type=int,

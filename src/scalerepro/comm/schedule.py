@@ -159,6 +159,10 @@ def exchange(send: Send, recv: Recv) -> Stage:
     return (recv,) if recv.hi > recv.lo else ()
 
 
+# one ring's (reduce-scatter stages, all-gather stages, the chunk owned between them) for (rank, order, lo, hi)
+_Phases = Callable[[int, tuple[int, ...], int, int], tuple[list[Stage], list[Stage], tuple[int, int]]]
+
+
 def ring_path(rank: int, rings: Sequence[tuple[int, ...]], lo: int, hi: int) -> list[Stage]:
     """Stages that all-reduce ``[lo, hi)`` along ``rings`` (each an order of ranks holding ``rank``).
 
@@ -167,12 +171,18 @@ def ring_path(rank: int, rings: Sequence[tuple[int, ...]], lo: int, hi: int) -> 
     reverse. Each chunk is reduced along one fixed path and then copied, so
     every rank ends with the same bits. A ring of one rank is skipped.
     """
+    return _along(rank, rings, lo, hi, ring_phases)
+
+
+def _along(rank: int, rings: Sequence[tuple[int, ...]], lo: int, hi: int, phases: _Phases) -> list[Stage]:
+    """Reduce-scatters along ``rings`` in turn, each on the chunk the last left, then the all-gathers in reverse;
+    ``phases`` gives one ring's (reduce-scatter, all-gather, chunk owned)."""
     reduce: list[Stage] = []
     gathers: list[list[Stage]] = []
     for order in rings:
         if len(order) == 1:
             continue
-        scatter, gather, (lo, hi) = ring_phases(rank, order, lo, hi)
+        scatter, gather, (lo, hi) = phases(rank, order, lo, hi)
         reduce += scatter
         gathers.append(gather)
     return reduce + [stage for gather in reversed(gathers) for stage in gather]
@@ -200,15 +210,7 @@ def ring_phases(
 
 def bidir_path(rank: int, rings: Sequence[tuple[int, ...]], lo: int, hi: int) -> list[Stage]:
     """:func:`ring_path` with every ring run both ways at once (:func:`bidir_phases`): half the stages."""
-    reduce: list[Stage] = []
-    gathers: list[list[Stage]] = []
-    for order in rings:
-        if len(order) == 1:
-            continue
-        scatter, gather, (lo, hi) = bidir_phases(rank, order, lo, hi)
-        reduce += scatter
-        gathers.append(gather)
-    return reduce + [stage for gather in reversed(gathers) for stage in gather]
+    return _along(rank, rings, lo, hi, bidir_phases)
 
 
 def bidir_phases(

@@ -179,7 +179,10 @@ def load_measurements(path: Path, platforms: dict[str, Platform]) -> list[dict[s
         for size, t in times.items():
             if not isinstance(size, int) or size < ITEMSIZE[m["dtype"]] or not isinstance(t, int | float) or t <= 0:
                 raise UserError(f"{where}: time_us {size}: {t}: give a size in bytes and a time > 0 in microseconds")
-        platforms[m["platform"]].ranks(int(m["ranks"]))
+        try:
+            platforms[m["platform"]].ranks(int(m["ranks"]))
+        except UserError as exc:
+            raise UserError(f"{where} ({m['id']}): ranks: {exc}") from None
     return entries
 
 

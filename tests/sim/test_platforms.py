@@ -9,7 +9,7 @@ import yaml
 
 from scalerepro.errors import UserError
 from scalerepro.sim.papers import load_claims
-from scalerepro.sim.platforms import NUMBERS, RANGED, load, pick
+from scalerepro.sim.platforms import NUMBERS, RANGED, Platform, load, pick
 from tests.support import REPO
 
 SHIPPED = REPO / "config" / "platforms.yaml"
@@ -66,6 +66,21 @@ GOOD = {
         ({"nics": 2}, "unknown key(s) ['nics']"),
         ({"shape": "dragonfly"}, "shape 'dragonfly'; choose one of torus, fattree"),
         ({"link_GBps": 0}, "link_GBps must be > 0"),
+        (
+            {"reduction": "eager", "sources": {**GOOD["sources"], "reduction": {"assumed": "t", "range": ["eager"]}}},
+            "give the modes reduction may take, of after, streamed",
+        ),
+        (
+            {"reduction": "after", "sources": {**GOOD["sources"], "reduction": {"assumed": "t", "range": ["soon"]}}},
+            "range ['soon']; give the modes reduction may take, of after, streamed",
+        ),
+        (
+            {
+                "reduction": "after",
+                "sources": {**GOOD["sources"], "reduction": {"assumed": "t", "range": ["streamed"]}},
+            },
+            "reduction 'after' is not among its range ['streamed']",
+        ),
     ],
 )
 def test_bad_platform_is_named_with_its_key(tmp_path, change, named):
@@ -140,6 +155,19 @@ def test_corners_move_every_ranged_network_number_to_one_end():
     assert (slow.link_GBps, fast.link_GBps) == tuple(plat.ranges["link_GBps"])
     assert (slow.latency_us, fast.latency_us) == tuple(reversed(plat.ranges["latency_us"]))
     assert slow.images_per_s_per_accelerator == plat.images_per_s_per_accelerator  # the step's, not the network's
+
+
+def test_a_mode_outside_its_choices_is_named():
+    with pytest.raises(UserError, match=r"platform 'p': reduction 'eager'; choose one of after, streamed"):
+        Platform("p", "torus", 4, 1.0, 0.0, 0.0, reduction="eager")
+
+
+def test_the_fast_corner_streams_the_sums_where_the_range_allows():
+    plat = load(SHIPPED)["tpu-v3-pod"]
+    assert plat.ranges["reduction"] == ["after", "streamed"]
+    assert (plat.corner(False).reduction, plat.corner(True).reduction) == ("after", "streamed")
+    assert plat.topology().reduction == plat.reduction
+    assert load(SHIPPED)["minsky-ddl"].corner(True).reduction == "after"  # not ranged: as described
 
 
 def test_a_platform_added_to_the_file_is_projected_on_its_own_numbers(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -33,6 +34,34 @@ def test_ring_on_its_ports_matches_the_formula(p, nbytes):
     n = nbytes // 4 * 4
     want = 2 * (p - 1) * alpha + 2 * n * (p - 1) / p / (link * 1e9) + n * (p - 1) / p * gamma
     assert row["simulated_s"] == pytest.approx(want, rel=1e-3)
+
+
+@pytest.mark.parametrize("gamma", [1e-11, 2e-10])
+def test_streamed_sums_cost_the_longer_of_transfer_and_sum_per_stage(gamma):
+    """Summing as the bytes arrive (from the stage's start): a reduce-scatter stage takes max(alpha + c beta,
+    c gamma) and an all-gather stage alpha + c beta, c = n/p; a slow sum (2e-10 s/B against 8e-11 s/B of link)
+    sets the stage."""
+    p, nbytes, alpha, link = 4, 4_000_000, 2e-6, 12.5
+    plat = replace(one_node(p, alpha * 1e6, link, gamma), reduction="streamed")
+    got = simulate([Point("ring", p, nbytes, plat)])[0]["simulated_s"]
+    c, beta = nbytes / p, 1 / (link * 1e9)
+    stage = alpha + c * beta
+    assert got == pytest.approx((p - 1) * (stage + max(stage, c * gamma)), rel=1e-3)
+    after = simulate([Point("ring", p, nbytes, replace(plat, reduction="after"))])[0]["simulated_s"]
+    assert got < after
+
+
+@pytest.mark.parametrize("reduction", ["after", "streamed"])
+@pytest.mark.parametrize(("algo", "p"), [("torus2d", 4), ("torus2d-4link", 16)])
+def test_simulation_and_cost_model_agree_on_the_reduction(algo, p, reduction):
+    """A sum slower than the links (gamma 2e-10 s/B, links 1e-10): simulator and cost model within 2% whether
+    a rank sums after a stage's bytes arrive or as they stream in."""
+    plat = replace(one_node(p, 5.0, 10.0, 2e-10), reduction=reduction)
+    pt = Point(algo, p, 3 << 20, plat)
+    got = simulate([pt])[0]["simulated_s"]
+    prof = profile(schedules(algo, pt.spec()), p, 4, Layout(p))
+    want = prof.cost(Network(5e-6, 1 / 10e9, 2e-10, reduction=reduction)).seconds
+    assert got == pytest.approx(want, rel=0.02)
 
 
 @pytest.mark.parametrize(("algo", "p"), [("multicolor", 4), ("rabenseifner", 4), ("torus2d", 4), ("multiring", 6)])

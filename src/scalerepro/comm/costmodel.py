@@ -7,7 +7,10 @@ index taken together:
     t = sum over stages of  alpha(stage) + max over links of (bytes on it x beta) + gamma x max bytes a rank reduces
 
 where alpha(stage) is the latency of the slowest message class in the
-stage. A :class:`Network` says which links a message loads: on a node
+stage. That sums after the stage's messages arrive, as this project's
+executors do; a machine that sums as the bytes stream in (``reduction:
+streamed``, :data:`REDUCTIONS`) pays per stage the larger of its
+transfer (latency included) and its sum instead of both. A :class:`Network` says which links a message loads: on a node
 (shared memory or NVLink) the sender's own port; between nodes the
 sending and receiving nodes' network adapters (rank i of a node on rail
 i mod rails); on a 2-D torus every link of its dimension-order route. So
@@ -53,6 +56,8 @@ from scalerepro.errors import UserError
 RESNET50_GRADIENT_BYTES = 25_557_032 * 4  # torchvision ResNet-50 parameters, float32
 UNPIPELINED = 1 << 62  # chunk_bytes for modelling: pipeline chunks only split a stage's bytes, so leave them out
 LIBRARY_MODEL = {"mpi": rabenseifner, "torch": ring}  # what a library collective is modelled as, per executor
+# when a rank sums what a stage brought: once it has all arrived (this project's executors), or as it streams in
+REDUCTIONS = ("after", "streamed")
 
 
 @dataclass(frozen=True)
@@ -72,7 +77,8 @@ ONE_NODE = Layout()
 class Network:
     """What a message costs: latency (s) and time per byte (s/B) on a node and on the network, and gamma.
 
-    On a torus every hop is a network link (``inter_*``, latency per hop).
+    On a torus every hop is a network link (``inter_*``, latency per hop). ``reduction`` is one of
+    :data:`REDUCTIONS`.
     """
 
     intra_alpha: float
@@ -80,6 +86,7 @@ class Network:
     gamma: float = 0.0
     inter_alpha: float = 0.0
     inter_beta: float = 0.0
+    reduction: str = "after"
 
 
 @dataclass(frozen=True)
@@ -95,15 +102,20 @@ class Profile:
     reduced: np.ndarray
 
     def cost(self, net: Network) -> Cost:
-        """Seconds on ``net``: per stage its latency, its slowest link, its largest reduction."""
+        """Seconds on ``net``: per stage its latency, its slowest link, its largest reduction (streamed: the part
+        of it longer than the stage's transfer, latency included, as the sum starts with the stage)."""
         alpha = np.where(self.hops > 0, self.hops * net.inter_alpha, self.busy * net.intra_alpha)
         beta = np.maximum(self.intra * net.intra_beta, self.inter * net.inter_beta)
-        return Cost(float(alpha.sum()), float(beta.sum()), float(self.reduced.sum() * net.gamma), int(self.busy.sum()))
+        gamma = self.reduced * net.gamma
+        if net.reduction == "streamed":
+            gamma = np.maximum(gamma - alpha - beta, 0.0)
+        return Cost(float(alpha.sum()), float(beta.sum()), float(gamma.sum()), int(self.busy.sum()))
 
 
 @dataclass(frozen=True)
 class Cost:
-    """Seconds of one all-reduce, split into its latency, bandwidth and reduction parts, and its stages."""
+    """Seconds of one all-reduce, split into its latency, bandwidth and reduction (the part not streamed under
+    the transfers) parts, and its stages."""
 
     alpha_s: float
     beta_s: float
@@ -450,6 +462,7 @@ class Topology:
     intra_latency_us: float | None = None  # None: the measured node's fitted alpha
     gamma_s_per_byte: float | None = None  # None: the measured machine's reduction cost
     name: str = ""  # the platform's name, for tables (default: the kind)
+    reduction: str = "after"  # one of REDUCTIONS
 
     def __post_init__(self) -> None:
         """Check the description; errors name the field."""
@@ -457,13 +470,16 @@ class Topology:
             raise UserError(f"topology kind {self.kind!r}: choose fattree or torus2d")
         if self.ranks_per_node < 1 or self.link_GBps <= 0 or self.latency_us < 0 or self.rails < 1:
             raise UserError("topology: ranks_per_node >= 1, link_GBps > 0, latency_us >= 0 and rails >= 1 are required")
+        if self.reduction not in REDUCTIONS:
+            raise UserError(f"topology reduction {self.reduction!r}: choose one of {', '.join(REDUCTIONS)}")
 
     def network(self, f: Fit) -> Network:
         """This topology's costs, the node's own from fit ``f`` unless given."""
         intra_alpha = f.alpha_s if self.intra_latency_us is None else self.intra_latency_us * 1e-6
         intra_beta = f.beta_s_per_byte if self.intra_GBps is None else 1.0 / (self.intra_GBps * 1e9)
         gamma = f.gamma_s_per_byte if self.gamma_s_per_byte is None else self.gamma_s_per_byte
-        return Network(intra_alpha, intra_beta, gamma, self.latency_us * 1e-6, 1.0 / (self.link_GBps * 1e9))
+        inter_beta = 1.0 / (self.link_GBps * 1e9)
+        return Network(intra_alpha, intra_beta, gamma, self.latency_us * 1e-6, inter_beta, self.reduction)
 
     def layout(self, p: int) -> Layout:
         """Where p ranks sit: nodes of ranks_per_node, or the squarest torus."""

@@ -3,7 +3,10 @@
 Each rank is a host; every lane of its schedule runs its stages in order
 (see :class:`_Driver`): a stage's messages are host-to-host transfers that
 start when both ends have reached them; when they have all arrived, the
-rank reduces what it received (a transfer to itself at 1/gamma bytes/s).
+rank reduces what it received (a transfer to itself at 1/gamma bytes/s),
+or, on a platform with ``reduction: streamed``, it reduces while they
+arrive (the sum starts with the stage and the stage ends when both are
+done; the last slice's sum after the last byte is left out).
 Library collectives are expanded
 into their library's algorithm first, as the cost model does
 (:func:`scalerepro.comm.costmodel.schedules`). Platforms
@@ -180,7 +183,8 @@ class _Driver:
     (matched in order per sender, receiver and lane, as MPI matches); a
     unit's stage ends when all its messages have arrived, then it reduces
     (a transfer from its rank to itself, on the rank's 1/gamma link, which
-    the rank's lanes share) and moves on. SimGrid's Python actors are
+    the rank's lanes share) and moves on; when ``streamed``, that reduction
+    starts with the stage's messages and counts as one of them. SimGrid's Python actors are
     threads: a thousand of them (one per rank) spend most of the time
     switching, and one actor waiting on every transfer at once spends it
     in ``wait_any`` over thousands. So a few actors each wait on the
@@ -190,9 +194,11 @@ class _Driver:
     transfer starts, so no completion can be seen before them.
     """
 
-    def __init__(self, sg: Any, schedules: list[Schedule], hosts: list[Any], itemsize: int, gamma: float) -> None:
+    def __init__(
+        self, sg: Any, schedules: list[Schedule], hosts: list[Any], itemsize: int, gamma: float, streamed: bool
+    ) -> None:
         """Ready to run ``schedules`` on ``hosts``."""
-        self.sg, self.hosts, self.itemsize, self.gamma = sg, hosts, itemsize, gamma
+        self.sg, self.hosts, self.itemsize, self.gamma, self.streamed = sg, hosts, itemsize, gamma, streamed
         self.base = [0]
         for sched in schedules:
             self.base.append(self.base[-1] + len(sched.lanes))
@@ -231,8 +237,10 @@ class _Driver:
             active[i], what[i] = active[-1], what[-1]
             active.pop()
             what.pop()
-            if src == dst:
+            if src == dst and not self.streamed:
                 self._advance(src, out)
+            elif src == dst:
+                self._arrived(src, out)
             else:
                 self._arrived(src, out)
                 self._arrived(dst, out)
@@ -245,6 +253,10 @@ class _Driver:
         steps = cast("tuple[Send | Recv, ...]", lane[k])  # schedules() expanded every AllReduce into sends and receives
         self.pending[u] = len(steps)
         self.reduced[u] = sum((s[2] - s[1]) * self.itemsize for s in steps if type(s) is Recv and s[3])
+        if self.streamed and self.reduced[u] and self.gamma:  # the sum runs beside the messages, one more of them
+            self.pending[u] += 1
+            self._start(u, u, self.reduced[u], out)
+            self.reduced[u] = 0
         if not steps:
             self._finish(u, out)
         for step in steps:
@@ -303,7 +315,8 @@ def run_point(point: Point) -> dict[str, Any]:
         ranks = list(schedules(point.algorithm, point.spec(), point.executor))
         dims, nodes = point.platform.ranks(point.ranks)
         hosts = _torus(sg, dims, point.platform) if dims else _fattree(sg, nodes, point.platform, _pairs(ranks))
-        driver = _Driver(sg, ranks, hosts, point.itemsize, point.platform.gamma_s_per_byte)
+        plat = point.platform
+        driver = _Driver(sg, ranks, hosts, point.itemsize, plat.gamma_s_per_byte, plat.reduction == "streamed")
         units, actors = len(driver.rank), min(ACTORS, point.ranks)
         for j in range(actors):
             sg.Actor.create(f"driver{j}", hosts[j], driver.actor(range(j, units, actors)))

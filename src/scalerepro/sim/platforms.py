@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from scalerepro import sources
-from scalerepro.comm.costmodel import Fit, Topology, projection
+from scalerepro.comm.costmodel import REDUCTIONS, Fit, Topology, projection
 from scalerepro.comm.shapes import squarest
 from scalerepro.errors import UserError
 from scalerepro.sim.timeline import OVERLAP_MODES
@@ -48,6 +48,7 @@ NUMBERS = (
     "gamma_s_per_byte",
     "images_per_s_per_accelerator",
     "overlap",
+    "reduction",
 )
 # the numbers that set a time, so an assumed one needs a range; max_ranks and ranks_per_node say which points exist
 RANGED = tuple(k for k in NUMBERS if k not in ("max_ranks", "ranks_per_node"))
@@ -60,7 +61,10 @@ NETWORK = (
     "nics_per_node",
     "oversubscription",
     "gamma_s_per_byte",
+    "reduction",
 )
+# the settings that are modes, not numbers: the ones they may take, and the one that makes a step fastest
+MODES = {"overlap": (OVERLAP_MODES, "buckets"), "reduction": (REDUCTIONS, "streamed")}
 FASTER_HIGH = {"link_GBps", "intra_GBps", "nics_per_node", "images_per_s_per_accelerator"}  # the rest: faster low
 
 
@@ -81,6 +85,7 @@ class Platform:
     oversubscription: float = 1.0
     images_per_s_per_accelerator: float | None = None
     overlap: str = "none"
+    reduction: str = "after"  # summing a stage's bytes after they arrive, or as they stream in (costmodel.REDUCTIONS)
     description: str = ""
     variant: str = ""  # "" as described; else which numbers were moved to an end of their range
     sources: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
@@ -103,12 +108,13 @@ class Platform:
         for name in ("latency_us", "intra_latency_us", "gamma_s_per_byte"):
             if getattr(self, name) < 0:
                 raise UserError(f"{where}: {name} must be >= 0, got {getattr(self, name)}")
-        if self.overlap not in OVERLAP_MODES:
-            raise UserError(f"{where}: overlap {self.overlap!r}; choose one of {', '.join(OVERLAP_MODES)}")
+        for name, (modes, _) in MODES.items():
+            if getattr(self, name) not in modes:
+                raise UserError(f"{where}: {name} {getattr(self, name)!r}; choose one of {', '.join(modes)}")
         for name, span in self.ranges.items():
-            if name == "overlap":
-                if self.overlap not in span:
-                    raise UserError(f"{where}: overlap {self.overlap!r} is not among its range {span}")
+            if name in MODES:
+                if getattr(self, name) not in span:
+                    raise UserError(f"{where}: {name} {getattr(self, name)!r} is not among its range {span}")
                 continue
             low, high = span
             if not low <= getattr(self, name) <= high:
@@ -141,9 +147,10 @@ class Platform:
         """The end of ``name``'s range that makes the step faster (``fast``) or slower; its value if unranged."""
         if name not in self.ranges:
             return getattr(self, name)
-        if name == "overlap":  # hiding the all-reduce behind the backward pass is the faster mode
-            wanted = "buckets" if fast else "none"
-            return wanted if wanted in self.ranges[name] else self.overlap
+        if name in MODES:  # the fast mode, or the first other one the range allows
+            fastest = MODES[name][1]
+            wanted = [m for m in self.ranges[name] if (m == fastest) == fast]
+            return wanted[0] if wanted else getattr(self, name)
         low, high = self.ranges[name]
         return high if fast == (name in FASTER_HIGH) else low
 
@@ -171,6 +178,7 @@ class Platform:
             self.intra_latency_us,
             self.gamma_s_per_byte,
             self.name,
+            self.reduction,
         )
 
     def rate_from_papers(self) -> bool:
@@ -227,16 +235,17 @@ def _platform(path: Path, name: str, body: Any, registry: sources.Registry | Non
 
 
 def _range(path: Path, name: str, key: str, entry: Any, value: Any) -> list[Any] | None:
-    """A number's ``range: [low, high]`` (for overlap: the modes it may take); required where the number is assumed."""
+    """A number's ``range: [low, high]`` (for a mode: the modes it may take); required where the number is assumed."""
     where = f"{path}: platform {name!r}, sources.{key}"
     given = entry.get("range") if isinstance(entry, dict) else None
     if given is None:
         if isinstance(entry, dict) and entry.get("assumed") and value is not None:
             raise UserError(f"{where}: an assumed number needs range: [low, high], the values it could take, and why")
         return None
-    if key == "overlap":
-        if not isinstance(given, list) or not given or any(m not in OVERLAP_MODES for m in given):
-            raise UserError(f"{where}: range {given!r}; give the modes overlap may take, of {', '.join(OVERLAP_MODES)}")
+    if key in MODES:
+        modes = MODES[key][0]
+        if not isinstance(given, list) or not given or any(m not in modes for m in given):
+            raise UserError(f"{where}: range {given!r}; give the modes {key} may take, of {', '.join(modes)}")
         return list(given)
     if (
         not isinstance(given, list)

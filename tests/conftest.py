@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from scalerepro import shm
 from scalerepro.config import from_mapping
 from scalerepro.data.pack import shard_split
 from scalerepro.data.synth import generate
@@ -53,3 +55,17 @@ def tiny_shards(tiny_dataset, tmp_path_factory) -> Path:
 def default_config():
     """The schema's defaults as a frozen Config."""
     return from_mapping({})
+
+
+@pytest.fixture(autouse=True)
+def no_segment_left_behind(request):
+    """Around every fault test: the MPICH segments in /dev/shm that appeared while it ran are gone after it (a job
+    that aborts must not leave node memory nobody frees; see scalerepro.shm)."""
+    if request.node.get_closest_marker("faults") is None:
+        yield
+        return
+    started = time.time_ns()
+    before = set(shm.segments())
+    yield
+    left = sorted(str(p) for p, mtime in shm.segments().items() if p not in before and mtime >= started)
+    assert not left, f"left in /dev/shm by this test: {left}"

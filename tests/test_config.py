@@ -12,7 +12,7 @@ import yaml
 from snakemake.utils import update_config
 
 from scalerepro.cli import _parse_set
-from scalerepro.config import ConfigWarning, from_mapping, load, schema, validate
+from scalerepro.config import ConfigWarning, from_mapping, load, schema, validate, validate_in_place
 from scalerepro.errors import UserError
 from tests.support import REPO
 
@@ -57,6 +57,18 @@ def test_defaults_validate_against_their_own_schema():
         ({"loader": {"crop_scale": [0.9, 0.2]}}, "loader.crop_scale: [0.9, 0.2] is not [min, max]"),
         ({"loader": {"crop_scale": [0.0, 1.0]}}, "loader.crop_scale.0"),
         ({"loader": {"workers": -1}}, "loader.workers"),
+    ],
+)
+@pytest.mark.faults
+def test_bad_config_names_the_key(raw, named):
+    with pytest.raises(UserError) as err:
+        from_mapping(raw)
+    assert named in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("raw", "named"),
+    [
         (
             {"comm": {"grid": [2, 2]}, "train": {"ranks": [1, 4], "algorithms": ["torus2d"]}},
             "comm.grid [2, 2] holds 4 ranks, but train.ranks has [1] for ['torus2d']",
@@ -72,10 +84,13 @@ def test_defaults_validate_against_their_own_schema():
     ],
 )
 @pytest.mark.faults
-def test_bad_config_names_the_key(raw, named):
+def test_a_grid_the_sweeps_cannot_launch_is_named_by_the_workflow(raw, named):
+    """The workflow checks comm.grid against every rank count its sweeps launch; one command does not (it
+    checks the grid against the ranks it was launched with)."""
     with pytest.raises(UserError) as err:
-        from_mapping(raw)
+        validate_in_place(dict(raw))
     assert named in str(err.value)
+    from_mapping(raw)
 
 
 def test_config_is_frozen(default_config):
@@ -95,7 +110,7 @@ def test_missing_and_malformed_files_are_named(tmp_path):
         load(tmp_path / "nope.yaml")
     bad = tmp_path / "bad.yaml"
     bad.write_text("train: [1, 2\n")
-    with pytest.raises(UserError, match="bad.yaml is not valid YAML"):
+    with pytest.raises(UserError, match="bad.yaml, line 2, column 1: not valid YAML"):
         load(bad)
     with pytest.raises(UserError, match="--config-json is not valid JSON"):
         load(None, "{oops")

@@ -14,6 +14,7 @@ import pandas as pd
 
 from scalerepro import sources
 from scalerepro.errors import UserError
+from scalerepro.io import read_yaml
 
 DEFAULT = Path("config/baselines.yaml")
 NUMBERS = ("accelerators", "global_batch", "epochs", "top1", "time_s", "images_per_s", "scaling_efficiency")
@@ -21,7 +22,7 @@ NUMBERS = ("accelerators", "global_batch", "epochs", "top1", "time_s", "images_p
 
 def load_baselines(path: Path) -> pd.DataFrame:
     """Published results, each row marked 'published', with its source's identifier as ``cite``."""
-    doc = sources.read_yaml(path, "baselines")
+    doc = read_yaml(path, "baselines")
     entries = doc.get("baselines") if isinstance(doc, dict) else None
     if not isinstance(entries, list):
         raise UserError(f"{path}: expected a top-level 'baselines:' list")

@@ -134,6 +134,7 @@ def cmd_shard(args: argparse.Namespace) -> None:
             args.skip_bad,
             _progress(f"shard {split}", timed=True),
             args.threads,
+            max_pixels=cfg.shard.max_pixels,
         )
         print(
             f"{split}: {m['samples']} samples in {len(m['shards'])} shards ({m['kept_from_earlier_attempt']} kept "
@@ -215,16 +216,31 @@ def _staged_dir(shards: Path, split: str, stage_root: str, direct: bool) -> Path
     return dest
 
 
+def _check_out_folder(out: Path) -> None:
+    """A UserError unless ``out`` is a folder or can be made one (no file in its place or above it)."""
+    for at in (out, *out.parents):
+        if at.exists():
+            if not at.is_dir():
+                what = "is a file" if at == out else f"lies under {at}, a file"
+                raise UserError(f"--out {out} {what}, not a folder; give a folder for the run (made if absent)")
+            return
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     """Run (or resume) one training run on all ranks; 128 + signal after a preemption checkpoint (a finished
     run's ranks exit here, see :func:`scalerepro.mpi.exit_now`)."""
     cfg = _config(args).for_variant(args.variant)
+    _check_out_folder(Path(args.out))
     emulate_nodes(cfg.train.emulate_nodes)  # before MPI starts (the import below)
     from scalerepro.mpi import block_ordered, exit_now, on_root, world
     from scalerepro.train.checkpoint import Preempted
     from scalerepro.train.loop import RunSpec, run
 
     shards = Path(args.shards)
+    if args.no_stage:
+        from scalerepro.data.stage import verify_on_nodes
+
+        verify_on_nodes(world(), [shards / "train", shards / "val"], args.trust_shards)
     spec = RunSpec(
         config=cfg,
         algorithm=args.algo,
@@ -251,14 +267,29 @@ def cmd_train(args: argparse.Namespace) -> int:
     return exit_now(0)  # the run's files are written and closed: skip tearing torch down on every rank
 
 
+def _count(minimum: int) -> Callable[[str], int]:
+    """An argparse type: a whole number at least ``minimum`` (argparse names the flag in its error)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{text}: give a whole number of at least {minimum}")
+        return value
+
+    return parse
+
+
 def _positive_float(text: str) -> float:
-    """An argparse type: a number of seconds above zero."""
+    """An argparse type: a number above zero."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds above 0")
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number above 0")
     return value
 
 
@@ -723,20 +754,20 @@ def _platform_args(s: argparse.ArgumentParser, default: str) -> None:
         help="platform descriptions (default config/platforms.yaml)",
     )
     s.add_argument("--bench", nargs="*", default=[], metavar="GLOB", help="bench JSONs to fit this-machine from")
-    s.add_argument("--colors", type=int, default=2, help="multicolor colors (default 2)")
+    s.add_argument("--colors", type=_count(1), default=2, help="multicolor colors, at least 1 (default 2)")
     _jobs_arg(s)
 
 
 def _bucket_mib_arg(s: argparse.ArgumentParser, what: str) -> None:
     """--bucket-mib: ResNet-50's gradient buckets as training cuts them (train.bucket_mib)."""
-    s.add_argument("--bucket-mib", type=float, default=25.0, help=f"{what} (train.bucket_mib; default 25)")
+    s.add_argument("--bucket-mib", type=_positive_float, default=25.0, help=f"{what} (train.bucket_mib; default 25)")
 
 
 def _jobs_arg(s: argparse.ArgumentParser) -> None:
     """--jobs: simulations at once, each on its own core."""
     s.add_argument(
         "--jobs",
-        type=int,
+        type=_count(0),
         default=0,
         help="simulations at once, one core each (default: every core this process may use)",
     )
@@ -769,7 +800,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--skip-bad",
         action="store_true",
-        help="leave undecodable files out (listed in the manifest) instead of failing",
+        help="leave undecodable files and images above shard.max_pixels out (listed in the manifest) instead "
+        "of failing",
     )
     s.add_argument(
         "--threads",
@@ -824,7 +856,17 @@ def parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="run directory (events.jsonl, run.json, checkpoint.pt); a checkpoint there is resumed from",
     )
-    s.add_argument("--no-stage", action="store_true", help="read the shard folder directly instead of the staged copy")
+    s.add_argument(
+        "--no-stage",
+        action="store_true",
+        help="read the shard folder directly instead of the staged copy (each shard checked against the manifest "
+        "first: size and footer, and sha256 unless --trust-shards)",
+    )
+    s.add_argument(
+        "--trust-shards",
+        action="store_true",
+        help="with --no-stage: skip the sha256 of every shard (a damaged record is still named when it is read)",
+    )
     s.add_argument(
         "--variant",
         default="base",
@@ -976,9 +1018,14 @@ def parser() -> argparse.ArgumentParser:
         help="rank counts to project to, each on the platforms that hold it (default 64,256,1024)",
     )
     s.add_argument(
-        "--bytes", type=float, default=RESNET50_GRADIENT_BYTES, help="bytes per all-reduce (default: ResNet-50, 102 MB)"
+        "--bytes",
+        type=_positive_float,
+        default=RESNET50_GRADIENT_BYTES,
+        help="bytes per all-reduce (default: ResNet-50, 102 MB)",
     )
-    s.add_argument("--colors", type=int, default=2, help="multicolor colors in the projection (default 2)")
+    s.add_argument(
+        "--colors", type=_count(1), default=2, help="multicolor colors in the projection, at least 1 (default 2)"
+    )
     s.add_argument(
         "--platform", default="all", help="comma-separated platform names of --platforms to project onto, or all"
     )
@@ -1063,14 +1110,14 @@ def parser() -> argparse.ArgumentParser:
     _bucket_mib_arg(s, "gradient bucket size as training cuts it")
     s.add_argument(
         "--claims-max-ranks",
-        type=int,
+        type=_count(0),
         default=1024,
         help="also simulate the points the published "
         "claims of --platforms need, up to this many ranks (default 1024; the 1-D ring there takes minutes)",
     )
     s.add_argument(
         "--batch",
-        type=int,
+        type=_count(1),
         default=32,
         help="images per rank per step (default 32, as Goyal et al. and Ying et al.: 32,768 on 1,024 chips)",
     )
@@ -1196,10 +1243,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _abort_world(code: int) -> None:
-    """Under MPI with several ranks, end them all so no rank waits forever in a collective."""
+    """Under MPI with several ranks, end them all so no rank waits forever in a collective (the message this
+    rank printed first, and nothing left in /dev/shm: :func:`scalerepro.mpi.abort_job`)."""
     mpi = sys.modules.get("mpi4py.MPI")
     if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized() and mpi.COMM_WORLD.size > 1:
-        mpi.COMM_WORLD.Abort(code)
+        from scalerepro.mpi import abort_job  # MPI is running already: importing it starts nothing
+
+        abort_job(code)
 
 
 if __name__ == "__main__":

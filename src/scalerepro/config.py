@@ -24,6 +24,7 @@ from jsonschema import Draft202012Validator, validators
 
 from scalerepro.comm.shapes import check_config_grid
 from scalerepro.errors import UserError
+from scalerepro.io import read_yaml
 
 
 @dataclass(frozen=True)
@@ -49,11 +50,12 @@ class DatasetConfig:
 
 @dataclass(frozen=True)
 class ShardConfig:
-    """Shard counts and the assignment seed."""
+    """Shard counts, the assignment seed and the largest image accepted."""
 
     train_shards: int
     val_shards: int
     seed: int
+    max_pixels: int
 
 
 @dataclass(frozen=True)
@@ -392,11 +394,6 @@ def _check_cross_fields(data: Mapping[str, Any]) -> None:
     _check_train(data)
     grids = train_grids(data["train"]) | {"bench": data["bench"]}
     _check_placement(data["cluster"]["tasks_per_node"], {k: g["ranks"] for k, g in grids.items()})
-    check_config_grid(
-        tuple(data["comm"]["grid"]),
-        {k: g["ranks"] for k, g in grids.items()},
-        {k: g["algorithms"] for k, g in grids.items()},
-    )
     if bench["min_bytes"] > bench["max_bytes"]:
         raise UserError(
             f"invalid configuration:\n  bench.min_bytes ({bench['min_bytes']}) exceeds "
@@ -561,9 +558,22 @@ def from_mapping(raw: Mapping[str, Any], schema_path: str | None = None, warn: b
     )
 
 
+def check_sweep(data: Mapping[str, Any]) -> None:
+    """The workflow's own check: a fixed comm.grid holds every rank count the sweeps launch a grid algorithm at.
+    (A single launched command checks its grid against the ranks it was launched with instead.)"""
+    grids = train_grids(data["train"]) | {"bench": data["bench"]}
+    check_config_grid(
+        tuple(data["comm"]["grid"]),
+        {k: g["ranks"] for k, g in grids.items()},
+        {k: g["algorithms"] for k, g in grids.items()},
+    )
+
+
 def validate_in_place(config: dict[str, Any], schema_path: str | None = None) -> Config:
-    """For the Snakefile: validate the workflow config, fill its defaults in place, return it frozen."""
+    """For the Snakefile: validate the workflow config and its sweeps, fill its defaults in place, return it
+    frozen."""
     frozen = from_mapping(config, schema_path)
+    check_sweep(frozen.to_dict())
     config.clear()
     config.update(frozen.to_dict())
     return frozen
@@ -579,10 +589,7 @@ def load(
         p = Path(path)
         if not p.is_file():
             raise UserError(f"config file {p} not found; pass an existing YAML file (e.g. config/config.yaml)")
-        try:
-            raw = yaml.safe_load(p.read_text()) or {}
-        except yaml.YAMLError as exc:
-            raise UserError(f"config file {p} is not valid YAML: {exc}") from None
+        raw = read_yaml(p, "config")
         if not isinstance(raw, dict):
             raise UserError(f"config file {p} must hold a mapping of sections, not {type(raw).__name__}")
     if inline:

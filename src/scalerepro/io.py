@@ -1,4 +1,5 @@
-"""Atomic file writes: a reader (or Snakemake) never sees half a file."""
+"""Atomic file writes (a reader, or Snakemake, never sees half a file); reading the project's JSON and YAML files
+with errors that name the file, the line and the fix."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import json
 import os
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from scalerepro.errors import UserError
 
@@ -56,3 +59,38 @@ def read_json(path: str | Path) -> dict[str, Any]:
     except (OSError, json.JSONDecodeError) as exc:
         raise UserError(f"cannot read {path}: {exc}; re-run the rule that writes it") from None
     return record
+
+
+def read_yaml(path: Path | str, what: str) -> Any:
+    """A YAML file (``what`` says which, e.g. "platforms"); a missing file or a syntax error is a UserError naming
+    the file, and for a syntax error the line and column."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{what} file {path} not found; it ships as config/{path.name}")
+    try:
+        return yaml.safe_load(path.read_text()) or {}
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        at = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise UserError(f"{path}{at}: not valid YAML ({exc.problem or exc.context}); fix the file there") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: not valid YAML ({exc}); fix the file") from None
+
+
+def yaml_line(path: Path | str, *keys: str | int) -> int | None:
+    """The line (from 1) where the value under ``keys`` (mapping keys, list indices) starts in a YAML file; None if
+    the file cannot be read or has no such entry. For error messages: it reads the file again."""
+    try:
+        node = yaml.compose(Path(path).read_text())
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        return None
+    for key in keys:
+        if isinstance(node, yaml.MappingNode) and isinstance(key, str):
+            node = next((v for k, v in node.value if k.value == key), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and 0 <= key < len(node.value):
+            node = node.value[key]
+        else:
+            return None
+        if node is None:
+            return None
+    return int(node.start_mark.line) + 1 if node is not None else None

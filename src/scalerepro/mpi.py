@@ -5,15 +5,19 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar, cast
 
 from mpi4py import MPI
 
+from scalerepro import shm
 from scalerepro.errors import UserError
 
 T = TypeVar("T")
+
+shm.release_bootstrap()  # MPI is up (mpi4py initialises it on import): see scalerepro.shm
 
 
 def _intra(comm: MPI.Comm) -> MPI.Intracomm:
@@ -39,6 +43,19 @@ def exit_now(code: int) -> NoReturn:
     if MPI.Is_initialized() and not MPI.Is_finalized():
         MPI.Finalize()
     os._exit(code)
+
+
+ABORT_GRACE_S = 0.5  # what a rank printed reaches the launcher before MPI_Abort tears the job's stdio down
+
+
+def abort_job(code: int) -> NoReturn:
+    """End every rank of the job with ``code`` from this one: flush what this rank printed, give the launcher
+    time to forward the output, then ``MPI_Abort``."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    time.sleep(ABORT_GRACE_S)
+    MPI.COMM_WORLD.Abort(code)
+    os._exit(code)  # Abort does not return; for the type checker, and should it ever
 
 
 def this_node() -> str:
@@ -120,10 +137,10 @@ def hosts(comm: MPI.Intracomm) -> list[str]:
 
 
 def processes(comm: MPI.Intracomm) -> list[dict[str, Any]]:
-    """Rank, host and pid of every rank, in rank order (what ``scalerepro supervise`` watches)."""
-    return [
-        {"rank": r, "host": h, "pid": p} for r, (h, p) in enumerate(comm.allgather((socket.gethostname(), os.getpid())))
-    ]
+    """Rank, host, node (:func:`this_node`) and pid of every rank, in rank order (what ``scalerepro supervise``
+    watches)."""
+    placed = comm.allgather((socket.gethostname(), this_node(), os.getpid()))
+    return [{"rank": r, "host": h, "node": n, "pid": p} for r, (h, n, p) in enumerate(placed)]
 
 
 def library_version() -> str:

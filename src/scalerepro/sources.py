@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from scalerepro.errors import UserError
+from scalerepro.io import read_yaml
 
 DEFAULT = Path("config/sources.yaml")
 KINDS = ("primary", "secondary")
@@ -93,16 +92,6 @@ class Registry:
     def facts(self, refs: Any, where: str) -> list[Fact]:
         """One reference or a list of them, resolved."""
         return [self.fact(r, where) for r in (refs if isinstance(refs, list) else [refs])]
-
-
-def read_yaml(path: Path, what: str) -> Any:
-    """A project YAML file (the registry, or a file citing it); errors name the file (``what``: which it is)."""
-    if not path.is_file():
-        raise UserError(f"{what} file {path} not found; it ships as config/{path.name}")
-    try:
-        return yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise UserError(f"{path}: not valid YAML: {exc}") from None
 
 
 def load(path: Path) -> Registry:

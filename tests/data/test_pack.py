@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from scalerepro.data import pack
-from scalerepro.data.pack import shard_split
+from scalerepro.data.pack import PILLOW_MAX_PIXELS, shard_split
 from scalerepro.data.shards import ShardReader, read_manifest
 from scalerepro.errors import UserError
 from tests.support import SMALL
@@ -99,6 +99,37 @@ def test_skip_bad_lists_the_file(copy_of, tmp_path):
     manifest = shard_split(copy_of, "train", tmp_path / "out", 2, 0, skip_bad=True)
     assert [s["path"] for s in manifest["skipped"]] == [str(victim.relative_to(copy_of))]
     assert manifest["samples"] == 10 * SMALL.train_per_class - 1
+
+
+def declaring(jpeg: bytes, width: int, height: int) -> bytes:
+    """``jpeg`` with its frame header (SOF) patched to declare ``width`` x ``height``: a few hundred bytes that
+    claim billions of pixels."""
+    at = next(i for i in range(len(jpeg) - 1) if jpeg[i] == 0xFF and jpeg[i + 1] in (0xC0, 0xC1, 0xC2))
+    return jpeg[: at + 5] + height.to_bytes(2, "big") + width.to_bytes(2, "big") + jpeg[at + 9 :]
+
+
+@pytest.mark.faults
+def test_an_image_declaring_too_many_pixels_is_named_before_decoding_and_skippable(copy_of, tmp_path):
+    victim = max((copy_of / "train" / "n90000005").glob("*.JPEG"))
+    victim.write_bytes(declaring(victim.read_bytes(), 60000, 60000))
+    with pytest.raises(UserError, match=rf"{victim.name}: 60000 x 60000 pixels \(3,600,000,000\) is above "
+                       r"shard.max_pixels \(89,478,485\).*--skip-bad"):  # fmt: skip
+        shard_split(copy_of, "train", tmp_path / "out", 2, 0)
+    assert_nothing_looks_done(tmp_path / "out")
+    manifest = shard_split(copy_of, "train", tmp_path / "out", 2, 0, skip_bad=True)
+    assert [s["path"] for s in manifest["skipped"]] == [str(victim.relative_to(copy_of))]
+    assert "above shard.max_pixels" in manifest["skipped"][0]["reason"]
+
+
+@pytest.mark.faults
+def test_the_pixel_limit_is_the_configured_one(copy_of, tmp_path):
+    sizes = {Image.open(p).size for p in (copy_of / "val").rglob("*.JPEG")}
+    limit = min(w * h for w, h in sizes)  # the smallest image passes, every larger one is left out
+    manifest = shard_split(copy_of, "val", tmp_path / "out", 1, 0, skip_bad=True, max_pixels=limit)
+    assert manifest["samples"] >= 1
+    assert manifest["skipped"]
+    assert all(f"above shard.max_pixels ({limit:,})" in s["reason"] for s in manifest["skipped"])
+    assert Image.MAX_IMAGE_PIXELS == PILLOW_MAX_PIXELS  # Pillow's own check is back after sharding
 
 
 @pytest.mark.faults

@@ -235,3 +235,60 @@ def test_one_rank_per_node_reads_the_checkpoint_and_each_rank_gets_its_own_buffe
     env = {"MPIR_CVAR_NUM_CLIQUES": str(nodes)} if nodes > 1 else {}  # MPICH's emulated nodes
     out = run_mpi(ranks, [READ_CHECK, str(tmp_path)], env=env, timeout=300).stdout
     assert f"OK {nodes}" in out, out
+
+
+def damaged(path: Path, how: str) -> None:
+    """Damage the checkpoint at ``path`` in one of the ways a disk, a copy or a person can."""
+    good = path.read_bytes()
+    if how == "garbage":
+        path.write_bytes(os.urandom(len(good)))
+    elif how == "truncated":
+        path.write_bytes(good[: len(good) // 2])
+    elif how == "other-file":  # a torch file of something else
+        torch.save({"model": {}, "note": "not a checkpoint"}, path)
+    elif how == "fewer-ranks":  # shaped right, but with one rank's buffers fewer than the run has
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        state["buffers_per_rank"] = state["buffers_per_rank"][:-1]
+        torch.save(state, path)
+
+
+@pytest.mark.faults
+def test_a_finished_run_is_left_byte_identical_by_a_rerun_and_a_damaged_checkpoint_gets_one_message(
+    tiny_shards, tmp_path
+):
+    out = tmp_path / "run"
+    args = train_args(tiny_shards, out, "train.epochs=1", "loader.workers=0")
+    assert single_rank(args).returncode == 0
+    finished = {name: (out / name).read_bytes() for name in ("run.json", "events.jsonl")}
+    damaged(out / "checkpoint.pt", "garbage")
+    again = single_rank(args)
+    assert again.returncode == 0, again.stderr
+    assert "has finished (run.json, events.jsonl); left as it is" in again.stderr
+    assert {name: (out / name).read_bytes() for name in finished} == finished
+    assert not (out / "events.jsonl.partial").exists()
+
+    (out / "run.json").unlink()  # no longer finished: the rerun resumes from the checkpoint, which is damaged
+    for how in ("garbage", "truncated", "other-file"):
+        damaged(out / "checkpoint.pt", how)
+        failed = single_rank(args)
+        assert failed.returncode == 2, failed.stderr
+        assert "Traceback" not in failed.stderr
+        assert "weights_only" not in failed.stderr
+        assert failed.stderr.strip().endswith(
+            f"checkpoint {out / 'checkpoint.pt'} cannot be read (damaged, or not a checkpoint scalerepro wrote); "
+            "delete it to start the run over, or put back a good copy to resume"
+        ), how
+
+
+@pytest.mark.faults
+@pytest.mark.mpi
+def test_a_checkpoint_missing_a_ranks_buffers_gets_the_same_message_on_every_rank(run_mpi, tiny_shards, tmp_path):
+    out = tmp_path / "run"
+    args = train_args(tiny_shards, out, "train.epochs=1", "loader.workers=0")
+    run_mpi(2, args)
+    (out / "run.json").unlink()
+    damaged(out / "checkpoint.pt", "fewer-ranks")
+    failed = run_mpi(2, args, check=False, timeout=120)
+    assert failed.returncode != 0
+    assert "cannot be read (damaged, or not a checkpoint scalerepro wrote)" in failed.stderr
+    assert "Traceback" not in failed.stderr

@@ -5,14 +5,20 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+import torch
 import yaml
 
 from tests.support import REPO
-from tests.workflow.test_workflow import small_config, snakemake, workflow_copy
+from tests.train.test_checkpoint import final_state, mid_epoch
+from tests.workflow.test_faults import wait_for
+from tests.workflow.test_workflow import BIN, small_config, snakemake, workflow_copy
 
 SCRIPT = REPO / "scripts" / "local-slurm.sh"
 
@@ -31,6 +37,17 @@ def slurm_cluster(tmp_path_factory):
         yield state
     finally:
         subprocess.run(["bash", str(SCRIPT), "down", str(state)], capture_output=True, text=True, timeout=60)
+
+
+TWO_BY_TWO = {  # two tasks per node, sized for the test cluster (2 CPUs per node)
+    "tasks_per_node": 2,
+    "cpus_per_task": 1,
+    "mem_mb_per_cpu": 2000,
+    "train_runtime_min": 20,
+    "bench_runtime_min": 10,
+    "shard_cpus": 2,
+    "shard_runtime_min": 10,
+}
 
 
 def log_tails(wf: Path, chars: int = 1500) -> str:
@@ -53,17 +70,7 @@ def test_workflow_runs_on_two_slurm_nodes_with_srun_inside_the_allocation(tmp_pa
     wf = workflow_copy(tmp_path)
     small = small_config(tmp_path)
     small["train"]["studies"]["nodes"] = {"ranks": [4], "algorithms": ["hierarchical"]}
-    small |= {
-        "cluster": {
-            "tasks_per_node": 2,
-            "cpus_per_task": 1,
-            "mem_mb_per_cpu": 2000,
-            "train_runtime_min": 20,
-            "bench_runtime_min": 10,
-            "shard_cpus": 2,
-            "shard_runtime_min": 10,
-        }
-    }
+    small |= {"cluster": TWO_BY_TWO}
     (wf / "small.yaml").write_text(yaml.safe_dump(small))
     try:
         run = snakemake(
@@ -127,3 +134,99 @@ def test_workflow_runs_on_two_slurm_nodes_with_srun_inside_the_allocation(tmp_pa
     again = snakemake(wf, "-n", "--profile", "workflow/profiles/slurm", "--configfile", "small.yaml")
     assert again.returncode == 0
     assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def slurm_workflow(wf: Path, *targets: str, background: bool = False) -> Any:
+    """The SLURM profile on ``targets`` with the test cluster's short status waits (in its own session when in
+    the background, so the test can stop all of it)."""
+    cmd = [
+        str(BIN / "snakemake"),
+        *targets,
+        "--profile",
+        "workflow/profiles/slurm",
+        "--configfile",
+        "small.yaml",
+        "--slurm-init-seconds-before-status-checks",
+        "1",
+        "--latency-wait",
+        "5",
+    ]  # targets first: --configfile takes every word after it
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "DVC_NO_ANALYTICS": "true"}
+    if background:
+        return subprocess.Popen(
+            cmd, cwd=wf, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+        )
+    return subprocess.run(cmd, cwd=wf, env=env, capture_output=True, text=True, timeout=900)
+
+
+def node_state(name: str) -> str:
+    """The node's state as `sinfo` prints it (idle, alloc, down*, ...)."""
+    return subprocess.run(
+        ["sinfo", "-h", "-N", "-n", name, "-o", "%T"], capture_output=True, text=True, timeout=30
+    ).stdout.strip()
+
+
+def lose_node(state: Path, name: str, ranks: list[dict[str, Any]]) -> None:
+    """What a node that dies takes with it: its slurmd, its job steps' slurmstepd, and its ranks (SIGKILL)."""
+    victims = [p["pid"] for p in ranks if p["node"] == name]
+    steps = {int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) for pid in victims}
+    slurmd = int((state / f"slurmd.{name}.pid").read_text())
+    for pid in [slurmd, *steps, *victims]:
+        os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+@pytest.mark.slurm
+@pytest.mark.faults
+def test_a_node_lost_mid_run_is_named_and_the_retry_resumes_to_the_uninterrupted_parameters(slurm_cluster, tmp_path):
+    """A 2 x 2 run loses node n2 mid-run (its slurmd, slurmstepd and ranks killed): the job's failure names n2
+    within comm.timeout_s, the profile's retry waits for the node to return and resumes from the last
+    checkpoint, and the run ends with the parameters of an uninterrupted one, bit for bit (repetitions r0 and
+    r1 compute the same run; r1 runs first, whole)."""
+    wf = workflow_copy(tmp_path)
+    small = small_config(tmp_path)
+    small["train"].update(ranks=[4], repetitions=2, epochs=4, batch_per_rank=8, checkpoint_every=1)
+    small["comm"] = {"timeout_s": 20}
+    small["cluster"] = TWO_BY_TWO
+    (wf / "small.yaml").write_text(yaml.safe_dump(small))
+    whole, cut = (wf / f"results/train/base/ring/n4/g1-s0-r{k}" for k in (1, 0))
+
+    reference = slurm_workflow(wf, f"{whole.relative_to(wf)}/run.json")
+    assert reference.returncode == 0, reference.stdout[-3000:] + reference.stderr[-3000:] + log_tails(wf)
+
+    proc = slurm_workflow(wf, f"{cut.relative_to(wf)}/run.json", background=True)
+    wait_for(proc, lambda: mid_epoch(cut), "the run's second epoch", limit_s=600)
+    ranks = json.loads((cut / "ranks.json").read_text())["ranks"]
+    assert {p["node"] for p in ranks} == {"n1", "n2"}, ranks
+    attempts = cut / "attempts.log"
+    before = attempts.stat().st_size
+    lose_node(slurm_cluster, "n2", ranks)
+    lost = time.monotonic()
+
+    def named() -> list[str]:
+        with attempts.open() as f:
+            f.seek(before)
+            return [line for line in f if "error" in line and "n2" in line]
+
+    wait_for(proc, lambda: bool(named()), "an error naming n2", limit_s=60)
+    reported = time.monotonic() - lost
+    wait_for(proc, lambda: node_state("n2").startswith("down"), "n2 marked down by the controller", 120)
+    subprocess.run(
+        ["slurmd", "-f", str(slurm_cluster / "slurm.conf"), "-N", "n2"], check=True, timeout=60
+    )  # the node comes back (ReturnToService=2)
+    output, _ = proc.communicate(timeout=900)
+    finished = time.monotonic() - lost
+    print(f"node lost: {named()[0].strip()!r} after {reported:.1f} s; the retry finished {finished:.1f} s after")
+    assert proc.returncode == 0, output[-4000:] + log_tails(wf)
+    # the collective's deadline, then the watchdog's 2-s survey of the peers and the abort's half second
+    assert reported <= small["comm"]["timeout_s"] + 4, attempts.read_text()[-3000:]
+    assert "on n2 did not answer" in "".join(named()), named()
+
+    log = attempts.read_text()
+    assert log.count("== train job on ") == 2, log[-4000:]
+    record = json.loads((cut / "run.json").read_text())
+    assert record["resumed"]
+    a, b = final_state(whole), final_state(cut)
+    assert a["progress"]["step"] == b["progress"]["step"]
+    assert a["progress"]["evals"] == b["progress"]["evals"]
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])

@@ -10,6 +10,7 @@ verdict; the numbers (value, interval, resolution) sit in their own columns.
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,16 +19,25 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from scalerepro import sources
 from scalerepro.analysis.collect import read_csv
+from scalerepro.comm.algorithms import ALGORITHMS
 from scalerepro.errors import UserError
-from scalerepro.io import write_json_atomic, write_text_atomic
+from scalerepro.io import read_yaml, write_json_atomic, write_text_atomic
 
 # what adds the simulated rows where SimGrid is missing (or the simulation was turned off)
 ADD_SIMULATION = "`sudo make system-deps && make run` adds it (SimGrid's Python module; or simulate.enabled was false)"
-TABLES = ("busbw", "accuracy", "recipes", "scaling", "papers", "runs")
+# the analysis tables the measures read, each with the columns they read from every row (`scalerepro analyze`
+# writes them; a table with no rows may have no columns at all)
+TABLES = {
+    "busbw": ("algorithm", "world_size", "bytes", "time_us"),
+    "accuracy": ("algorithm", "world_size", "final_top1", "ring_top1", "diff", "noise"),
+    "recipes": ("variant", "world_size", "bn_group", "optimizer", "global_batch", "seed", "final_top1"),
+    "scaling": ("setting", "world_size", "efficiency"),
+    "papers": ("id", "simulated"),
+    "runs": (),
+}
 CARD_COLUMNS = [
     "paper",
     "id",
@@ -329,18 +339,20 @@ MEASURES: dict[str, Callable[..., Measured]] = {
 def load_claims(path: Path) -> list[dict[str, Any]]:
     """The papers of config/reproduction.yaml, every claim checked: its id, scope and measure kind, and its
     source fact (resolved into ``cite``) or ``unverified``; errors name the file, the claim and the fix."""
-    try:
-        doc = yaml.safe_load(Path(path).read_text())
-        papers: list[dict[str, Any]] = doc["papers"]
-    except (OSError, yaml.YAMLError, KeyError, TypeError) as exc:
-        raise UserError(f"cannot read the claims in {path}: {exc}; it needs a top-level `papers:` list") from None
+    doc = read_yaml(Path(path), "claims")
+    papers = doc.get("papers") if isinstance(doc, dict) else None
+    if not isinstance(papers, list) or not all(isinstance(p, dict) for p in papers):
+        raise UserError(f"{path}: needs a top-level `papers:` list, each paper a mapping (paper, source, claims)")
     registry = sources.load_beside(Path(path), doc)
     seen: set[str] = set()
     for paper in papers:
         where = f"{path}: {paper.get('paper')}"
         source = registry.source(str(paper.get("source")), where)
         paper["cite"], paper["held"] = source.identifier, source.held
-        for claim in paper["claims"]:
+        claims = paper.get("claims")
+        if not isinstance(claims, list) or not all(isinstance(c, dict) for c in claims):
+            raise UserError(f"{where}: `claims:` must be a list of mappings (id, claim, scope, measure, source)")
+        for claim in claims:
             _check_claim(registry, f"{where}, claim {claim.get('id', claim.get('claim'))!r}", claim, seen)
     return papers
 
@@ -353,9 +365,11 @@ def _check_claim(registry: sources.Registry, where: str, claim: dict[str, Any], 
     seen.add(cid)
     if claim.get("scope") not in SCOPES:
         raise UserError(f"{where}: scope {claim.get('scope')!r} is not one of {', '.join(SCOPES)}")
-    kind = (claim.get("measure") or {}).get("kind")
+    measure = claim.get("measure")
+    kind = measure.get("kind") if isinstance(measure, dict) else None
     if kind not in MEASURES:
         raise UserError(f"{where}: measure.kind {kind!r} is not one of {sorted(MEASURES)}")
+    _check_measure(where, kind, claim["measure"])
     if bool(claim.get("source")) == bool(claim.get("unverified")):
         raise UserError(
             f"{where}: give `source: <source id>#<fact key>` (the fact that states it) or `unverified:` "
@@ -370,6 +384,20 @@ def _check_claim(registry: sources.Registry, where: str, claim: dict[str, Any], 
             claim["unverified"] = f"its source fact is unverified: {fact.unverified}"
     else:
         claim["cite"] = f"unverified: {claim['unverified']}"
+
+
+def _check_measure(where: str, kind: str, measure: dict[str, Any]) -> None:
+    """A claim's measure gives what its function needs, and its algorithms exist."""
+    takes = list(inspect.signature(MEASURES[kind]).parameters.values())[2:]  # after (tables, scope)
+    needed = [p.name for p in takes if p.default is p.empty and p.kind is not p.VAR_KEYWORD]
+    missing = [name for name in needed if name not in measure]
+    if missing:
+        raise UserError(f"{where}: measure {kind} needs `{missing[0]}:` (it takes {', '.join(needed)})")
+    for key in ("algorithm", "over"):
+        if key in measure and measure[key] not in ALGORITHMS:
+            raise UserError(
+                f"{where}: measure.{key} {measure[key]!r} is not an algorithm; known: {', '.join(sorted(ALGORITHMS))}"
+            )
 
 
 # --- cards ---
@@ -553,8 +581,22 @@ def _num(value: Any) -> float | None:
 
 
 def read_tables(analysis: Path) -> dict[str, pd.DataFrame]:
-    """The analysis tables the measures read."""
-    return {name: read_csv(analysis / f"{name}.csv", "analyze") for name in TABLES}
+    """The analysis tables the measures read: one without rows or columns as an empty table of the columns the
+    measures need; one with rows must have them (else an error naming the file and the column)."""
+    out = {}
+    for name, columns in TABLES.items():
+        path = analysis / f"{name}.csv"
+        frame = read_csv(path, "analyze")
+        if frame.empty and not len(frame.columns):
+            frame = pd.DataFrame(columns=list(columns))
+        missing = [c for c in columns if c not in frame.columns]
+        if missing:
+            raise UserError(
+                f"{path}: no column {missing[0]!r}, which `scalerepro analyze` writes; rerun it (snakemake "
+                "results/analysis/runs.csv) rather than editing the table"
+            )
+        out[name] = frame
+    return out
 
 
 def reproduce(analysis: Path, claims: Path, out_md: Path, out_csv: Path, out_json: Path, command: str) -> pd.DataFrame:

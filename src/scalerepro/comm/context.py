@@ -23,7 +23,7 @@ import numpy as np
 from mpi4py import MPI
 
 from scalerepro.errors import UserError
-from scalerepro.mpi import nodes_of_ranks
+from scalerepro.mpi import abort_job, nodes_of_ranks, this_node
 
 EXECUTORS = ("auto", "mpi", "torch")
 
@@ -64,6 +64,7 @@ class Watchdog:
     def __init__(self, comm: MPI.Intracomm, timeout_s: float, where: Any = lambda: "") -> None:
         """Duplicate ``comm`` for queries and start the thread; ``where()`` says what the caller is doing."""
         self.comm = comm.Dup()
+        self.nodes = self.comm.allgather(this_node())  # each rank's node, to name a lost one
         self.timeout_s = timeout_s
         self.where = where
         # Written by the collective's thread, read by the watchdog's: plain attribute
@@ -112,9 +113,9 @@ class Watchdog:
         dead, late = self.survey(seq)
         parts = []
         if dead:
-            parts.append(f"rank(s) {dead} did not answer (died or hung)")
+            parts.append(f"{self.placed(dead)} did not answer (died or hung, or their node was lost)")
         if late:
-            parts.append(f"rank(s) {late} never arrived at this collective")
+            parts.append(f"{self.placed(late)} never arrived at this collective")
         why = "; ".join(parts) or "every rank is inside it (a deadlock or a stalled network)"
         where = self.where()
         print(
@@ -124,22 +125,34 @@ class Watchdog:
             file=sys.stderr,
             flush=True,
         )
-        time.sleep(0.5)  # let the launcher forward the message before Abort tears the job's stdio down
-        MPI.COMM_WORLD.Abort(3)
+        abort_job(3)
+
+    def placed(self, ranks: list[int]) -> str:
+        """``ranks`` with the nodes they run on, e.g. "rank(s) [2, 3] on n2"."""
+        return f"rank(s) {ranks} on {', '.join(sorted({self.nodes[r] for r in ranks}))}"
 
     def survey(self, seq: int, wait_s: float = 2.0) -> tuple[list[int], list[int]]:
         """(ranks that do not answer, ranks behind collective #seq), asking each peer once."""
         peers = [r for r in range(self.comm.size) if r != self.comm.rank]
         replies = {r: bytearray(64) for r in peers}
         recvs = {r: self.comm.irecv(replies[r], source=r, tag=REPLY) for r in peers}
-        sends = [self.comm.Isend(bytearray(8), dest=r, tag=QUERY) for r in peers]
+        sends = []
+        for r in peers:
+            try:
+                sends.append(self.comm.Isend(bytearray(8), dest=r, tag=QUERY))
+            except MPI.Exception:  # the network already knows the peer is gone (its node was lost)
+                del recvs[r]
         answers: dict[int, int] = {}
         deadline = time.monotonic() + wait_s
-        while len(answers) < len(peers) and time.monotonic() < deadline:
-            for r, req in recvs.items():
-                if r not in answers:
+        while recvs and time.monotonic() < deadline:
+            for r, req in list(recvs.items()):
+                try:
                     done, value = req.test()
-                    if done:
+                except MPI.Exception:  # as above
+                    done, value = True, None
+                if done:
+                    del recvs[r]
+                    if value is not None:
                         answers[r] = cast(int, value)  # the collective number the peer is in
             time.sleep(0.01)
         del sends

@@ -112,6 +112,13 @@ class ShardDataset:
         reader, i = self.locate(sample)
         return reader.record(i)
 
+    def describe(self, sample: int) -> str:
+        """Where global sample id ``sample`` lives, for an error: its shard, record and source file."""
+        reader, i = self.locate(sample)
+        names = reader.names()
+        source = names[i] if i < len(names) else "unknown"
+        return f"shard {reader.path}, record {i} (source {source})"
+
     def labels(self, ids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """Labels of the given global ids, from the shards' indexes (no record is read)."""
         located = [self.locate(int(i)) for i in ids]
@@ -246,6 +253,7 @@ class Filled(NamedTuple):
     labels: torch.Tensor
     ids: torch.Tensor
     crops: PackedCrops | None = None  # decode: gpu: the compressed crops, for the rank to decode
+    error: str = ""  # why the batch could not be built (a damaged record or shard): the rank raises it
 
 
 class BatchDataset(Dataset[Filled]):
@@ -269,8 +277,17 @@ class BatchDataset(Dataset[Filled]):
         return len(self.batches)
 
     def __getitem__(self, b: int) -> Filled:
-        """Decode and augment batch ``b`` into its uint8 buffer (or, given a crop pipeline, pack its crops)."""
+        """Decode and augment batch ``b`` into its uint8 buffer (or, given a crop pipeline, pack its crops); a
+        damaged record or shard comes back as the batch's ``error`` (one line for the rank to raise, where an
+        exception would reach it wrapped in the worker's traceback)."""
         ids = self.batches[b]
+        try:
+            return self._fill(b, ids)
+        except UserError as exc:
+            return Filled(-1, None, 0, torch.empty(0, dtype=torch.int64), torch.empty(0, dtype=torch.int64), None, str(exc))
+
+    def _fill(self, b: int, ids: npt.NDArray[np.int64]) -> Filled:
+        """Batch ``b`` of ``ids`` built (see :meth:`__getitem__`)."""
         labels = np.empty(len(ids), dtype=np.int64)
         ids_t = torch.from_numpy(np.asarray(ids, dtype=np.int64))
         if isinstance(self.pipeline, TrainCrops | EvalCrops):  # loader.decode: gpu: the rank decodes
@@ -285,7 +302,15 @@ class BatchDataset(Dataset[Filled]):
         """The pipeline's output for each of ``ids`` (randomness from (seed, epoch, sample)); fills ``labels``."""
         for j, sample in enumerate(ids):
             data, labels[j] = self.data.record(int(sample))
-            yield self.pipeline(data, np.random.default_rng([self.seed, self.epoch, int(sample)]))
+            try:
+                out = self.pipeline(data, np.random.default_rng([self.seed, self.epoch, int(sample)]))
+            except Exception as exc:  # the decoder's errors differ by damage; the record is what to name
+                raise UserError(
+                    f"{self.data.describe(int(sample))} cannot be decoded ({type(exc).__name__}: {exc}); the shard "
+                    "is damaged: stage it again (`scalerepro stage`), or re-run `scalerepro shard` if the shard "
+                    "folder's copy is the damaged one"
+                ) from None
+            yield out
 
 
 class Batches:
@@ -309,6 +334,8 @@ class Batches:
         it, self.unpooled, size = iter(self.loader), 0, self.pool.buffers[0].shape[-1]
         for b in range(len(self.loader)):
             filled = next(it)
+            if filled.error:
+                raise UserError(filled.error)
             if filled.crops is not None:
                 yield Batch(
                     decode_batch(filled.crops, size, self.outputs.device, filled.ids), filled.labels, filled.ids

@@ -7,8 +7,10 @@ index of its rows, so the loader decodes only the rows a crop needs
 (:mod:`scalerepro.data.jpegrows`); the manifest counts them.
 Real ImageNet's quirks are normalised: grayscale and CMYK JPEGs are
 re-encoded as RGB, a PNG named ``.JPEG`` is detected by its bytes and
-re-encoded; a file that does not decode fails with its path, or with
-``skip_bad`` is left out and listed in the manifest. Shards are written one
+re-encoded; a file that does not decode, or whose header declares more
+pixels than ``max_pixels`` (``shard.max_pixels``, checked before decoding, in
+place of Pillow's own check), fails with its path, or with ``skip_bad`` is
+left out and listed in the manifest. Shards are written one
 at a time, each from a pool of threads (one per usable CPU, or ``--threads``),
 so memory is bounded by one shard, not the dataset. Each finished shard gets a
 record (``.shard-NNNNN.srs.done.json``); an interrupted run's retry keeps the
@@ -25,8 +27,9 @@ import hashlib
 import io
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +52,7 @@ SOLUTION = "LOC_val_solution.csv"
 # ILSVRC2012_img_train.tar holds 147,897,477,120 bytes) on one node of 32 CPUs.
 IMAGENET_TRAIN = {"images": 1_281_167, "bytes": 147_897_477_120}
 PROJECTION_CPUS = 32
+PILLOW_MAX_PIXELS = 89_478_485  # Pillow's Image.MAX_IMAGE_PIXELS, shard.max_pixels' default
 
 
 @dataclass(frozen=True)
@@ -145,8 +149,9 @@ def _flat_samples(root: Path, folder: Path, known: dict[str, int]) -> list[Sampl
     return samples
 
 
-def normalise(data: bytes, path: str) -> tuple[bytes, str]:
-    """RGB JPEG bytes for one file and what was done ('as-is', 'grayscale', 'cmyk', 'png', ...)."""
+def normalise(data: bytes, path: str, max_pixels: int = PILLOW_MAX_PIXELS) -> tuple[bytes, str]:
+    """RGB JPEG bytes for one file and what was done ('as-is', 'grayscale', 'cmyk', 'png', ...); BadImage if it
+    does not decode or its header declares more than ``max_pixels`` (checked before decoding)."""
     if data.startswith(PNG_MAGIC):
         kind = "png"
     elif data.startswith(JPEG_MAGIC):
@@ -156,10 +161,16 @@ def normalise(data: bytes, path: str) -> tuple[bytes, str]:
     try:
         img = Image.open(io.BytesIO(data))
         mode = img.mode
+        width, height = img.size
+        if width * height > max_pixels:
+            raise BadImage(
+                f"{path}: {width} x {height} pixels ({width * height:,}) is above shard.max_pixels "
+                f"({max_pixels:,}); raise shard.max_pixels if the image is genuine"
+            )
         if kind == "jpeg":
             img.draft("RGB" if mode == "RGB" else mode, (32, 32))  # DCT-domain decode: fast full-stream check
         img.load()
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
         raise BadImage(f"{path}: cannot be decoded ({exc})") from None
     if kind == "jpeg" and mode == "RGB":
         return data, "as-is"
@@ -194,9 +205,13 @@ def _done_path(shard: Path) -> Path:
     return shard.with_name(f".{shard.name}.done.json")
 
 
-def _plan_digest(part: list[Sample], k: int, shards: int, seed: int, skip_bad: bool, tool: str | None) -> str:
-    """What shard ``k`` is to hold and how it is packed: its samples, the assignment and the packing options."""
-    h = hashlib.sha256(f"{FORMAT}\0{k}/{shards}\0{seed}\0{skip_bad}\0{tool is not None}\n".encode())
+def _plan_digest(
+    part: list[Sample], k: int, shards: int, seed: int, skip_bad: bool, tool: str | None, max_pixels: int
+) -> str:
+    """What shard ``k`` is to hold and how it is packed: its samples, the assignment and the packing options
+    (the pixel limit only where it is not Pillow's default, so shards packed before it was a setting are kept)."""
+    limit = "" if max_pixels == PILLOW_MAX_PIXELS else f"\0{max_pixels}"
+    h = hashlib.sha256(f"{FORMAT}\0{k}/{shards}\0{seed}\0{skip_bad}\0{tool is not None}{limit}\n".encode())
     for s in part:
         h.update(f"{s.relpath}\0{s.label}\n".encode())
     return h.hexdigest()
@@ -240,9 +255,11 @@ class _Packer:
         threads: int,
         progress: Callable[[int, int], None] | None,
         row_index: bool = True,
+        max_pixels: int = PILLOW_MAX_PIXELS,
     ) -> None:
         """Start empty tallies; index JPEG rows with jpegtran where it is installed, unless ``row_index`` is off."""
         self.root, self.total, self.skip_bad, self.threads, self.progress = root, total, skip_bad, threads, progress
+        self.max_pixels = max_pixels
         self.source = hashlib.sha256()
         self.counts: dict[str, int] = {}
         self.skipped: list[dict[str, str]] = []
@@ -263,7 +280,7 @@ class _Packer:
             return Packed(sample, "", bad=f"{path}: cannot be read ({exc.strerror})")
         line = f"{sample.relpath}\0{len(raw)}\0{hashlib.sha256(raw).hexdigest()}\n"
         try:
-            data, how = normalise(raw, str(path))
+            data, how = normalise(raw, str(path), self.max_pixels)
         except BadImage as exc:
             return Packed(sample, line, len(raw), bad=str(exc))
         restarted = add_row_restarts(data, self.tool) if self.tool else None
@@ -387,21 +404,23 @@ def shard_split(
     progress: Callable[[int, int], None] | None = None,
     threads: int | None = None,
     row_index: bool = True,
+    max_pixels: int = PILLOW_MAX_PIXELS,
 ) -> dict[str, Any]:
     """Shard one split of ``root`` into ``out`` on ``threads`` threads (default: the usable CPUs); write and
     return the manifest. Shards an earlier, interrupted attempt finished for the same plan are kept.
-    ``row_index=False`` leaves the JPEGs as they are even where jpegtran is installed."""
+    ``row_index=False`` leaves the JPEGs as they are even where jpegtran is installed; an image above
+    ``max_pixels`` is a bad file."""
     t0 = time.perf_counter()
     classes = read_classes(root)
     samples = list_samples(root, split, classes)
     out.mkdir(parents=True, exist_ok=True)
     parts = assign(samples, shards, seed)
     _remove_partials(out, {shard_name(k) for k in range(len(parts))})  # a manifest must never describe partial work
-    packer = _Packer(root, len(samples), skip_bad, threads or len(usable_cpus()), progress, row_index)
+    packer = _Packer(root, len(samples), skip_bad, threads or len(usable_cpus()), progress, row_index, max_pixels)
     entries = []
-    with ThreadPoolExecutor(max_workers=packer.threads) as pool:
+    with ThreadPoolExecutor(max_workers=packer.threads) as pool, _own_pixel_limit():
         for k, part in enumerate(parts):
-            path, plan = out / shard_name(k), _plan_digest(part, k, shards, seed, skip_bad, packer.tool)
+            path, plan = out / shard_name(k), _plan_digest(part, k, shards, seed, skip_bad, packer.tool, max_pixels)
             entries.append(packer.kept(path, part, plan) or packer.write(pool, path, part, plan))
     manifest = {
         "format": FORMAT,
@@ -422,6 +441,18 @@ def shard_split(
     }
     write_json_atomic(out / MANIFEST, manifest)
     return manifest
+
+
+@contextmanager
+def _own_pixel_limit() -> Iterator[None]:
+    """Pillow's decompression-bomb check off while sharding (restored after): :func:`normalise` applies
+    ``shard.max_pixels`` itself, so the limit is the configured one and a refusal names the file."""
+    before = Image.MAX_IMAGE_PIXELS
+    Image.MAX_IMAGE_PIXELS = None
+    try:
+        yield
+    finally:
+        Image.MAX_IMAGE_PIXELS = before
 
 
 def describe_rate(rate: dict[str, Any]) -> str:

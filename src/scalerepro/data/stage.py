@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scalerepro.data.shards import MANIFEST, node_shards, read_manifest, sha256_file
+from scalerepro.data.shards import MANIFEST, node_shards, open_shards, read_manifest, sha256_file
 from scalerepro.errors import UserError
 from scalerepro.io import write_json_atomic
 from scalerepro.mpi import agree, node_layout, this_node
@@ -190,6 +190,37 @@ def clean(root: str, node: str, only: list[str] | None = None) -> list[str]:
         if not any(base.iterdir()):
             base.rmdir()
     return removed
+
+
+def verify_in_place(shard_dir: Path, node: int = 0, nodes: int = 1, trust: bool = False) -> None:
+    """A split read where it lies (``train --no-stage``): this node's shards exist with their manifest sizes and
+    whole footers, and (unless ``trust``) their sha256 is the manifest's, as staging checks; else name the
+    shards and the fix."""
+    manifest = read_manifest(shard_dir)
+    mine = [manifest["shards"][k] for k in node_shards(len(manifest["shards"]), node, nodes)]
+    _check_sources(shard_dir, mine)
+    open_shards(shard_dir, mine)  # each footer and index
+    if trust:
+        return
+    changed = [e["file"] for e in mine if sha256_file(shard_dir / e["file"]) != e["sha256"]]
+    if changed:
+        raise UserError(
+            f"{shard_dir}: {len(changed)} shard(s) differ from the sha256 in its {MANIFEST} "
+            f"({', '.join(changed[:5])}): damaged or rewritten since `scalerepro shard` wrote them; re-run it (or "
+            "pass --trust-shards to read them unchecked)"
+        )
+
+
+def verify_on_nodes(comm: Any, shard_dirs: list[Path], trust: bool) -> None:
+    """:func:`verify_in_place` for every split on every node (first rank per node); the error on every rank."""
+    at = node_layout(comm)
+
+    def verify() -> None:
+        if at.local_rank == 0:
+            for d in shard_dirs:
+                verify_in_place(d, at.node, at.nodes, trust)
+
+    agree(comm, verify)
 
 
 def stage_on_nodes(comm: Any, shard_dirs: list[Path], root: str) -> dict[str, Any]:

@@ -11,10 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from scalerepro import sources
 from scalerepro.errors import UserError
+from scalerepro.io import read_yaml
 from scalerepro.sim.platforms import NETWORK
 from scalerepro.sim.scale import Projection
 
@@ -27,8 +26,10 @@ TOLERANCE = 0.20  # a band within this of the published figure (as a ratio, eith
 def load_claims(path: Path) -> list[dict[str, Any]]:
     """The ``claims:`` list of ``path``, each with its source's citation as ``cite``; errors name the claim and
     the key (an unknown source id among them)."""
-    doc = yaml.safe_load(path.read_text()) or {}
-    claims = doc.get("claims") or []
+    doc = read_yaml(path, "platforms")
+    claims = (doc.get("claims") if isinstance(doc, dict) else None) or []
+    if not isinstance(claims, list) or not all(isinstance(c, dict) for c in claims):
+        raise UserError(f"{path}: `claims:` must be a list of mappings (id, claim, platform, algorithm, ...)")
     registry = sources.load_beside(path, doc)
     ids = [c.get("id") for c in claims]
     for i, c in enumerate(claims):

@@ -27,12 +27,11 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from scalerepro import sources
 from scalerepro.comm.costmodel import REDUCTIONS, Fit, Topology, projection
 from scalerepro.comm.shapes import squarest
 from scalerepro.errors import UserError
+from scalerepro.io import read_yaml, yaml_line
 from scalerepro.sim.timeline import OVERLAP_MODES
 
 SHAPES = ("torus", "fattree")
@@ -188,10 +187,8 @@ class Platform:
 
 def load(path: Path) -> dict[str, Platform]:
     """Every platform in ``path``; errors name the file, the platform and the key."""
-    if not path.is_file():
-        raise UserError(f"platforms file {path} not found; it ships as config/platforms.yaml")
-    doc = yaml.safe_load(path.read_text()) or {}
-    entries = doc.get("platforms")
+    doc = read_yaml(path, "platforms")
+    entries = doc.get("platforms") if isinstance(doc, dict) else None
     if not isinstance(entries, dict) or not entries:
         raise UserError(f"{path}: expected a top-level 'platforms:' mapping of name -> description")
     cites = any(
@@ -218,6 +215,12 @@ def _platform(path: Path, name: str, body: Any, registry: sources.Registry | Non
     for key in ("shape", "max_ranks", "link_GBps", "latency_us", "gamma_s_per_byte"):
         if key not in body:
             raise UserError(f"{path}: platform {name!r} lacks key {key!r}")
+    for key in NUMBERS:
+        value = body.get(key)
+        if key not in MODES and value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            line = yaml_line(path, "platforms", name, key)
+            at = f", line {line}" if line else ""
+            raise UserError(f"{path}{at}: platform {name!r}: {key} {value!r} is not a number; give one, e.g. 12.5")
     given = _given(body)
     unsourced = [k for k in NUMBERS if body.get(k) is not None and k not in given]
     if unsourced:
@@ -232,6 +235,9 @@ def _platform(path: Path, name: str, body: Any, registry: sources.Registry | Non
         return Platform(name=name, **{**body, "sources": cited, "from_papers": from_papers, "ranges": ranges})
     except TypeError as exc:
         raise UserError(f"{path}: platform {name!r}: {exc}") from None
+    except UserError as exc:  # the description's own checks: name the file and the platform's line
+        line = yaml_line(path, "platforms", name)
+        raise UserError(f"{path}{f', line {line}' if line else ''}: {exc}") from None
 
 
 def _range(path: Path, name: str, key: str, entry: Any, value: Any) -> list[Any] | None:

@@ -27,12 +27,11 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from scalerepro import sources
 from scalerepro.comm.algorithms import ALGORITHMS
 from scalerepro.comm.costmodel import fit_machine, regime, row_algorithm
 from scalerepro.errors import UserError
+from scalerepro.io import read_yaml
 from scalerepro.sim.engine import Point
 from scalerepro.sim.platforms import Platform, fitted
 from scalerepro.sim.scale import ITEMSIZE, bucket_list, variants
@@ -152,8 +151,8 @@ def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def load_measurements(path: Path, platforms: dict[str, Platform]) -> list[dict[str, Any]]:
     """The ``measurements:`` of ``path``, each with its source's citation as ``cite``; errors name the entry
     and the key (an unknown source, platform or algorithm among them)."""
-    doc = yaml.safe_load(path.read_text()) or {}
-    entries = doc.get("measurements") or []
+    doc = read_yaml(path, "platforms")
+    entries = (doc.get("measurements") if isinstance(doc, dict) else None) or []
     if not entries:
         raise UserError(f"{path} lists no measurements: (published all-reduce times to simulate)")
     registry = sources.load_beside(path, doc)

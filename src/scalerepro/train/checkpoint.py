@@ -88,13 +88,36 @@ def load(
     try:
         state = _read_on_leader(path, node)
         buffers = state.pop("buffers_per_rank", None)
+        state = node.bcast(state, root=0)
+        _check_meta(path, state["meta"], meta)  # before the buffers: another rank count has another number of them
+        if not node.bcast(buffers is None or len(buffers) == comm.size, root=0):  # one per rank, or damaged
+            raise UserError(_unreadable(path))
         ranks = node.gather(comm.rank, root=0)  # the node's world ranks, in node order
         ours = node.scatter(None if ranks is None else [buffers[r] for r in ranks], root=0)  # a list on the leader
-        state = node.bcast(state, root=0)
     finally:
         node.Free()
-    if state["meta"] != meta:
-        mine, theirs = _flat(meta), _flat(state["meta"])
+    try:
+        model.load_state_dict(state["model"])
+        for name, t in model.named_buffers():
+            t.copy_(ours[name])
+        opt.load_state_dict(state["optimizer"])
+        return Progress(**state["progress"])
+    except (KeyError, TypeError, ValueError, RuntimeError, IndexError):  # the same on every rank: same file, same code
+        raise UserError(_unreadable(path)) from None
+
+
+def _unreadable(path: Path) -> str:
+    """The one message for a checkpoint that cannot be used, whatever is wrong inside it."""
+    return (
+        f"checkpoint {path} cannot be read (damaged, or not a checkpoint scalerepro wrote); delete it to start the "
+        "run over, or put back a good copy to resume"
+    )
+
+
+def _check_meta(path: Path, theirs_meta: Any, meta: dict[str, Any]) -> None:
+    """A UserError naming every setting that differs unless the checkpoint was written with ``meta``."""
+    if theirs_meta != meta:
+        mine, theirs = _flat(meta), _flat(theirs_meta)
         diff = [
             f"{k}: {theirs.get(k)!r} there, {mine.get(k)!r} now"
             for k in sorted(set(mine) | set(theirs))
@@ -104,26 +127,28 @@ def load(
             f"checkpoint {path} was written by a run with other settings ({'; '.join(diff)}); "
             f"use another --out, or delete the checkpoint to start over"
         )
-    model.load_state_dict(state["model"])
-    for name, t in model.named_buffers():
-        t.copy_(ours[name])
-    opt.load_state_dict(state["optimizer"])
-    return Progress(**state["progress"])
 
 
 def _read_on_leader(path: Path, node: MPI.Intracomm) -> dict[str, Any]:
-    """The checkpoint's contents on the node's first rank ({} elsewhere); a read error raised on every rank."""
+    """The checkpoint's contents on the node's first rank ({} elsewhere), its parts checked as far as their
+    shape; a file that cannot be read or is not shaped so raises the same UserError on every rank."""
     state: dict[str, Any] = {}
-    error = None
+    ok = True
     if node.rank == 0:
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as exc:
-            error = f"checkpoint {path} is unreadable ({type(exc).__name__}: {exc}); delete it to start over"
-    error = node.bcast(error, root=0)
-    if error is not None:
-        raise UserError(error)
+            ok = _shaped(state)
+        except Exception:  # any corruption: torch's message (and its advice) would differ from case to case
+            ok = False
+    if not node.bcast(ok, root=0):
+        raise UserError(_unreadable(path))
     return state
+
+
+def _shaped(state: Any) -> bool:
+    """Whether ``state`` has the parts :func:`save` writes, each of its type."""
+    parts = {"model": dict, "optimizer": dict, "buffers_per_rank": list, "progress": dict, "meta": dict}
+    return isinstance(state, dict) and all(isinstance(state.get(k), t) for k, t in parts.items())
 
 
 def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -9,6 +9,7 @@ every rank stop at the same step boundary, checkpoint and exit.
 from __future__ import annotations
 
 import math
+import sys
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from scalerepro.data.augment import EvalPipeline, TrainPipeline
 from scalerepro.data.gpudecode import EvalCrops, TrainCrops
 from scalerepro.data.loader import ShardDataset, batches, epoch_indices, eval_indices, samples_per_rank
 from scalerepro.errors import UserError
-from scalerepro.io import write_json_atomic
+from scalerepro.io import read_json, write_json_atomic
 from scalerepro.mpi import node_comm, node_layout, node_table, on_root, processes
 from scalerepro.oversubscription import usable_cpus
 from scalerepro.train import checkpoint
@@ -79,9 +80,18 @@ def timed(it: Any) -> Any:
 
 
 def run(spec: RunSpec, comm: MPI.Intracomm) -> dict[str, Any]:
-    """Train (or resume), evaluate, checkpoint, log; return the run record (written by rank 0)."""
+    """Train (or resume), evaluate, checkpoint, log; return the run record (written by rank 0). A run that has
+    finished in ``spec.out`` (its run.json and events.jsonl there) is not touched: its record is returned."""
     check_algorithm(spec.algorithm)
     spec.train.bn_group_size(comm.size)  # a group that does not divide the ranks: fail before any work
+    done = finished(spec.out)
+    if done is not None:
+        message = (
+            f"scalerepro train: the run in {spec.out} has finished (run.json, events.jsonl); left as it is. "
+            "To train it again, delete those two files (the last checkpoint then resumes), or give another --out"
+        )
+        on_root(comm, lambda: print(message, file=sys.stderr, flush=True))
+        return done
     torch.set_num_threads(threads_for(spec.train, comm))
     resuming = (spec.out / checkpoint.CHECKPOINT).exists()
     log = EventLog(spec.out / "events.jsonl", enabled=comm.rank == 0, resume=resuming)
@@ -109,6 +119,14 @@ def run(spec: RunSpec, comm: MPI.Intracomm) -> dict[str, Any]:
     log.finish()
     on_root(comm, lambda: write_json_atomic(spec.out / "run.json", record))
     return record
+
+
+def finished(out: Path) -> dict[str, Any] | None:
+    """The record of the run that finished in ``out``, or None if none has (a run.json that cannot be read is
+    not a finished run's: its own error says so)."""
+    if not ((out / "run.json").is_file() and (out / "events.jsonl").is_file()):
+        return None
+    return read_json(out / "run.json")
 
 
 class Session:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scalerepro import shm
 from scalerepro.errors import UserError
 from scalerepro.train.checkpoint import CHECKPOINT, STOP_SIGNALS
 from scalerepro.train.events import read_events
@@ -102,6 +103,7 @@ def supervise(cmd: list[str], run_dir: Path, start_timeout_s: float | None = Non
     previous = {s: signal.signal(s, lambda signum, _f: received.append(signum)) for s in (*STOP_SIGNALS, signal.SIGINT)}
     (run_dir / RANKS).unlink(missing_ok=True)  # an earlier attempt's ranks are not this one's
     watch = Watch(run_dir)
+    started_ns = time.time_ns()
     try:
         child = subprocess.Popen(cmd)
         launched = time.monotonic()
@@ -122,6 +124,8 @@ def supervise(cmd: list[str], run_dir: Path, start_timeout_s: float | None = Non
         watch.close()
         for s, handler in previous.items():
             signal.signal(s, handler)
+    if code != 0 or stalled:  # the job did not finalize: its MPICH segments would stay in node memory
+        shm.remove_orphans(started_ns)
     if stalled:
         print(not_started(start_timeout_s or 0.0), file=sys.stderr, flush=True)
         return NOT_STARTED
@@ -158,7 +162,7 @@ def report(code: int, watch: Watch, ended: float, run_dir: Path) -> str:
     """One paragraph: who died, when, the last step and checkpoint, what to do."""
     status = f"exit code {code}" if code > 0 else f"killed by {signal.Signals(-code).name}"
     if watch.first_at is not None:  # set together with watch.first
-        who = ", ".join(f"rank {p['rank']} (pid {p['pid']} on {p['host']})" for p in watch.first)
+        who = ", ".join(f"rank {p['rank']} (pid {p['pid']} on {where(p)})" for p in watch.first)
         lead = f"the job failed ({status}) {max(0.0, ended - watch.first_at):.2f} s after {who} exited first"
     else:
         lead = (
@@ -166,6 +170,12 @@ def report(code: int, watch: Watch, ended: float, run_dir: Path) -> str:
             f"(see the launcher's and the ranks' messages above)"
         )
     return f"scalerepro supervise: error: {lead}; {last_step(run_dir)}. {last_checkpoint(run_dir)}"
+
+
+def where(proc: dict[str, Any]) -> str:
+    """A rank's host, and its SLURM node where that differs (several slurmd on one host)."""
+    node = proc.get("node", proc["host"])
+    return proc["host"] if node == proc["host"] else f"node {node} ({proc['host']})"
 
 
 def _events(run_dir: Path) -> list[dict[str, Any]]:

@@ -28,7 +28,7 @@ from torch.utils.data import DataLoader, Dataset
 from scalerepro.data.augment import EvalPipeline, TrainPipeline, dct_factor, jpeg_size, random_resized_box
 from scalerepro.data.gpudecode import Crop, EvalCrops, PackedCrops, TrainCrops, cut, decode_batch
 from scalerepro.data.jpegrows import add_row_restarts, jpegtran, row_index, with_row_index
-from scalerepro.data.loader import SCALE, SHIFT, normalise_into
+from scalerepro.data.tensors import SCALE, SHIFT, normalise_into
 from scalerepro.errors import UserError
 
 TOOL = jpegtran()

@@ -19,8 +19,6 @@ from scalerepro.data.augment import (
     random_resized_box,
 )
 from scalerepro.data.loader import (
-    MEAN,
-    STD,
     BatchPool,
     Outputs,
     ShardDataset,
@@ -29,6 +27,7 @@ from scalerepro.data.loader import (
     eval_indices,
 )
 from scalerepro.data.shards import node_shards
+from scalerepro.data.tensors import MEAN, STD
 from scalerepro.errors import UserError
 from scalerepro.mpi import Layout
 

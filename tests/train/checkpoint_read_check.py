@@ -13,9 +13,10 @@ from mpi4py import MPI
 
 from scalerepro.train import checkpoint
 from scalerepro.train.model import build
+from scalerepro.train.runfolder import CHECKPOINT
 
 comm = MPI.COMM_WORLD
-path = Path(sys.argv[1]) / checkpoint.CHECKPOINT
+path = Path(sys.argv[1]) / CHECKPOINT
 torch.manual_seed(0)
 model = build("resnet8", 10, 4)
 opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)

@@ -153,7 +153,7 @@ def test_overlapped_buckets_launch_in_order_and_average():
 
 @pytest.mark.mpi
 def test_multicolor_at_three_ranks_records_its_colors(run_mpi, tiny_shards, tmp_path):
-    """Issue 18's bar: a multicolor run's run.json names the 2 colors its gradient bucket used."""
+    """A multicolor run's run.json names the 2 colors its gradient bucket used."""
     out = tmp_path / "run"
     run_mpi(
         3,

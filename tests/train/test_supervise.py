@@ -195,3 +195,9 @@ def test_start_timeout_must_be_seconds_above_zero(tmp_path, bad):
     assert proc.returncode == 2
     assert "--start-timeout" in proc.stderr, proc.stderr
     assert repr(bad) in proc.stderr, proc.stderr
+
+
+def test_the_supervisor_starts_without_torch_or_mpi():
+    """One supervisor per training job runs beside ranks importing torch on the same cores: it imports neither."""
+    check = "import sys, scalerepro.train.supervise; print(sorted({'torch', 'mpi4py.MPI'} & set(sys.modules)))"
+    assert subprocess.run([sys.executable, "-c", check], capture_output=True, text=True).stdout.strip() == "[]"

@@ -65,7 +65,7 @@ def scontrol_job(job_id: str) -> str:
 @pytest.mark.slurm
 @pytest.mark.usefixtures("slurm_cluster")
 def test_workflow_runs_on_two_slurm_nodes_with_srun_inside_the_allocation(tmp_path):
-    """Issue 19's bar: ring at 1 and 2 ranks on one node, hierarchical at 4 ranks as 2 nodes x 2 tasks (staged once
+    """Ring at 1 and 2 ranks on one node, hierarchical at 4 ranks as 2 nodes x 2 tasks (staged once
     per node, each node its own shards in its own folder), then the sweep's staged shards removed on both nodes."""
     wf = workflow_copy(tmp_path)
     small = small_config(tmp_path)

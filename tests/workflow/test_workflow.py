@@ -107,7 +107,7 @@ def test_dry_run_default_plans_every_stage(tmp_path):
 
 
 def test_dry_run_laptop_plans_every_method(tmp_path):
-    """Issue 18's bar: make run trains every algorithm where it is itself, a BN group > 1 and LARS."""
+    """make run trains every algorithm where it is itself, a BN group > 1 and LARS."""
     proc = snakemake(workflow_copy(tmp_path), "-n", "-p", "--cores", "2")
     assert proc.returncode == 0, proc.stderr
     planned = set(re.findall(r"results/train/([a-z0-9-]+)/([a-z0-9-]+)/n(\d+)/g(\w+)-s\d+-r\d+/run.json", proc.stdout))
@@ -190,7 +190,7 @@ def test_dry_run_cluster_config_with_slurm_profile(tmp_path):
 
 
 def test_dry_run_shards_on_many_cpus_within_the_measured_projection(tmp_path, tiny_dataset):
-    """Issue 19's bar: each split's shard job asks for cluster.shard_cpus CPUs and a time limit above the
+    """Each split's shard job asks for cluster.shard_cpus CPUs and a time limit above the
     projection for ILSVRC-2012 from the packing rate measured here (by bytes and by images, the larger)."""
     from scalerepro.data.pack import shard_split
 

@@ -61,6 +61,7 @@ import torch
 import torch.nn.functional as F
 
 from scalerepro.data.augment import Box, centre_box, cut_rows, jpeg_size, random_resized_box
+from scalerepro.data.tensors import SCALE, SHIFT, batch_tensor
 from scalerepro.errors import UserError
 
 
@@ -120,7 +121,6 @@ class PackedCrops(NamedTuple):
     @classmethod
     def pack(cls, crops: Sequence[Crop]) -> PackedCrops:
         """Concatenate the crops' JPEGs into one tensor (in shared memory inside a loader worker)."""
-        from scalerepro.data.loader import batch_tensor  # here, not at the top: the loader imports this module
 
         views = [np.frombuffer(c.jpeg, dtype=np.uint8) for c in crops]
         offsets = np.zeros(len(views) + 1, dtype=np.int64)
@@ -141,7 +141,6 @@ class PackedCrops(NamedTuple):
 @functools.cache
 def normalisation(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """The loader's uint8 -> ImageNet-normalised (scale, shift), (3, 1, 1) on ``device``."""
-    from scalerepro.data.loader import SCALE, SHIFT  # here, not at the top: the loader imports this module
 
     return SCALE.to(device), SHIFT.to(device)
 

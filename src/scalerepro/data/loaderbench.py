@@ -42,7 +42,8 @@ import torch
 
 from scalerepro.data.augment import TrainPipeline
 from scalerepro.data.jpegrows import jpegtran
-from scalerepro.data.loader import MEAN, STD, ShardDataset, batches, epoch_indices
+from scalerepro.data.loader import ShardDataset, batches, epoch_indices
+from scalerepro.data.tensors import MEAN, STD
 from scalerepro.data.pack import shard_split
 from scalerepro.data.stage import stage_split
 from scalerepro.data.synth import SynthSpec, generate

@@ -26,9 +26,7 @@ from torch import nn
 from scalerepro.errors import UserError
 from scalerepro.io import write_bytes_atomic
 from scalerepro.mpi import node_comm
-
-CHECKPOINT = "checkpoint.pt"
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+from scalerepro.train.runfolder import STOP_SIGNALS
 
 
 @dataclass

@@ -35,6 +35,7 @@ from scalerepro.train import checkpoint
 from scalerepro.train.checkpoint import Preempted, Progress, StopSignals
 from scalerepro.train.events import EventLog
 from scalerepro.train.optim import learning_rate, peak_lr
+from scalerepro.train.runfolder import CHECKPOINT, RANKS
 from scalerepro.train.trainer import Trainer, allreduce_plan, build_trainer, check_algorithm
 
 
@@ -93,7 +94,7 @@ def run(spec: RunSpec, comm: MPI.Intracomm) -> dict[str, Any]:
         on_root(comm, lambda: print(message, file=sys.stderr, flush=True))
         return done
     torch.set_num_threads(threads_for(spec.train, comm))
-    resuming = (spec.out / checkpoint.CHECKPOINT).exists()
+    resuming = (spec.out / CHECKPOINT).exists()
     log = EventLog(spec.out / "events.jsonl", enabled=comm.rank == 0, resume=resuming)
     signals = StopSignals()
     if not resuming:  # MLPerf: the clock starts before the dataset is touched (nothing is untimed init)
@@ -101,7 +102,7 @@ def run(spec: RunSpec, comm: MPI.Intracomm) -> dict[str, Any]:
         log.end("init_stop")
         log.start("run_start", algorithm=spec.algorithm, world_size=comm.size)
     ranks = processes(comm)
-    on_root(comm, lambda: write_json_atomic(spec.out / "ranks.json", {"ranks": ranks}))
+    on_root(comm, lambda: write_json_atomic(spec.out / RANKS, {"ranks": ranks}))
     try:
         with ExitStack() as stack:
             ctx = stack.enter_context(Context(comm, spec.config.comm.params()))
@@ -160,7 +161,7 @@ class Session:
     @property
     def ckpt_path(self) -> Path:
         """The run's checkpoint file."""
-        return self.spec.out / checkpoint.CHECKPOINT
+        return self.spec.out / CHECKPOINT
 
     def elapsed(self) -> float:
         """Seconds of this run so far, over every resumed segment."""

@@ -32,10 +32,9 @@ from typing import Any
 
 from scalerepro import shm
 from scalerepro.errors import UserError
-from scalerepro.train.checkpoint import CHECKPOINT, STOP_SIGNALS
 from scalerepro.train.events import read_events
+from scalerepro.train.runfolder import CHECKPOINT, RANKS, STOP_SIGNALS
 
-RANKS = "ranks.json"
 POLL_S = 0.05
 STOP_GRACE_S = 30.0  # after SIGTERM, how long the launcher has to end its ranks before SIGKILL
 NOT_STARTED = 124  # the exit status after a start that did not finish in time (as timeout(1) uses)

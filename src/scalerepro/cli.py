@@ -1243,8 +1243,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _abort_world(code: int) -> None:
-    """Under MPI with several ranks, end them all so no rank waits forever in a collective (the message this
-    rank printed first, and nothing left in /dev/shm: :func:`scalerepro.mpi.abort_job`)."""
+    """Under MPI with several ranks, end them all so no rank waits forever in a collective, after the message
+    this rank printed has reached the launcher (:func:`scalerepro.mpi.abort_job`)."""
     mpi = sys.modules.get("mpi4py.MPI")
     if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized() and mpi.COMM_WORLD.size > 1:
         from scalerepro.mpi import abort_job  # MPI is running already: importing it starts nothing

@@ -39,6 +39,18 @@ def slurm_cluster(tmp_path_factory):
         subprocess.run(["bash", str(SCRIPT), "down", str(state)], capture_output=True, text=True, timeout=60)
 
 
+# The SLURM profile with the test cluster's short status waits; after any targets (--configfile takes every
+# word after it that is not an option).
+SLURM_PROFILE = (
+    "--profile",
+    "workflow/profiles/slurm",
+    "--configfile",
+    "small.yaml",
+    "--slurm-init-seconds-before-status-checks",
+    "1",
+    "--latency-wait",
+    "5",
+)
 TWO_BY_TWO = {  # two tasks per node, sized for the test cluster (2 CPUs per node)
     "tasks_per_node": 2,
     "cpus_per_task": 1,
@@ -73,19 +85,7 @@ def test_workflow_runs_on_two_slurm_nodes_with_srun_inside_the_allocation(tmp_pa
     small |= {"cluster": TWO_BY_TWO}
     (wf / "small.yaml").write_text(yaml.safe_dump(small))
     try:
-        run = snakemake(
-            wf,
-            "--profile",
-            "workflow/profiles/slurm",
-            "--configfile",
-            "small.yaml",
-            "--slurm-init-seconds-before-status-checks",
-            "1",
-            "--latency-wait",
-            "5",
-            "--slurm-keep-successful-logs",
-            timeout=1200,
-        )
+        run = snakemake(wf, *SLURM_PROFILE, "--slurm-keep-successful-logs", timeout=1200)
     except subprocess.TimeoutExpired:
         queue = subprocess.run(["squeue"], capture_output=True, text=True, timeout=30).stdout
         pytest.fail(f"the SLURM workflow did not finish in 1200 s; squeue:\n{queue}\n{log_tails(wf)}")
@@ -137,26 +137,20 @@ def test_workflow_runs_on_two_slurm_nodes_with_srun_inside_the_allocation(tmp_pa
 
 
 def slurm_workflow(wf: Path, *targets: str, background: bool = False) -> Any:
-    """The SLURM profile on ``targets`` with the test cluster's short status waits (in its own session when in
-    the background, so the test can stop all of it)."""
-    cmd = [
-        str(BIN / "snakemake"),
-        *targets,
-        "--profile",
-        "workflow/profiles/slurm",
-        "--configfile",
-        "small.yaml",
-        "--slurm-init-seconds-before-status-checks",
-        "1",
-        "--latency-wait",
-        "5",
-    ]  # targets first: --configfile takes every word after it
+    """The SLURM profile on ``targets`` (in its own session when in the background, so the test can stop all of
+    it)."""
+    if not background:
+        return snakemake(wf, *targets, *SLURM_PROFILE, timeout=900)  # targets first: see SLURM_PROFILE
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "DVC_NO_ANALYTICS": "true"}
-    if background:
-        return subprocess.Popen(
-            cmd, cwd=wf, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
-        )
-    return subprocess.run(cmd, cwd=wf, env=env, capture_output=True, text=True, timeout=900)
+    return subprocess.Popen(
+        [str(BIN / "snakemake"), *targets, *SLURM_PROFILE],
+        cwd=wf,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def node_state(name: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -212,9 +213,10 @@ def test_a_node_lost_mid_run_is_named_and_the_retry_resumes_to_the_uninterrupted
     finished = time.monotonic() - lost
     print(f"node lost: {named()[0].strip()!r} after {reported:.1f} s; the retry finished {finished:.1f} s after")
     assert proc.returncode == 0, output[-4000:] + log_tails(wf)
-    # the collective's deadline, then the watchdog's 2-s survey of the peers and the abort's half second
+    # at worst the collective's deadline, then the watchdog's 2-s survey of the peers and the abort's half
+    # second; srun may see the lost step first, and then the supervisor names the rank's node
     assert reported <= small["comm"]["timeout_s"] + 4, attempts.read_text()[-3000:]
-    assert "on n2 did not answer" in "".join(named()), named()
+    assert re.search(r"on (node )?n2\b", "".join(named())), named()
 
     log = attempts.read_text()
     assert log.count("== train job on ") == 2, log[-4000:]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import scalerepro
@@ -83,3 +85,72 @@ def test_the_check_catches_an_upward_import(tmp_path):
     (fake / "train" / "bad.py").write_text("def f():\n    from scalerepro.analysis.analyze import analyze\n")
     expected = f"scalerepro/train/bad.py:2: train (layer {LAYER['train']}) imports scalerepro.analysis.analyze"
     assert violations(fake) == [expected]
+
+
+def module_name(path: Path, src: Path = SRC) -> str:
+    """``scalerepro.comm.ring`` for ``src/scalerepro/comm/ring.py`` (a package: its ``__init__``'s name)."""
+    parts = path.relative_to(src).with_suffix("").parts
+    return ".".join(("scalerepro", *(parts[:-1] if parts[-1] == "__init__" else parts)))
+
+
+def modules_imported(path: Path, modules: set[str]) -> set[str]:
+    """The package's modules a file imports: ``from scalerepro.data import b`` is ``scalerepro.data.b`` where that
+    is a module, else the package ``scalerepro.data`` (the name is then something its ``__init__`` defines)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("scalerepro"):
+            found |= {
+                f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module for a in node.names
+            }
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("scalerepro.")}
+    return found & modules
+
+
+def circles(src: Path = SRC) -> list[list[str]]:
+    """Every import circle between modules (imports at any depth count: a lazy import is still a dependency),
+    each as the modules around it, found by depth-first search."""
+    paths = {module_name(p, src): p for p in sorted(src.rglob("*.py"))}
+    graph = {name: modules_imported(path, set(paths)) for name, path in paths.items()}
+    found, done = [], set()
+
+    def visit(node: str, path: list[str]) -> None:
+        if node in path:
+            found.append(path[path.index(node) :])
+            return
+        if node in done or node not in graph:
+            return
+        for target in sorted(graph[node]):
+            visit(target, [*path, node])
+        done.add(node)
+
+    for node in sorted(graph):
+        visit(node, [])
+    return found
+
+
+def test_no_module_imports_itself_round_a_circle():
+    assert circles() == []
+
+
+def test_the_circle_check_is_live(tmp_path):
+    pkg = tmp_path / "scalerepro" / "data"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from scalerepro.data import b\n")
+    (pkg / "b.py").write_text("def f():\n    from scalerepro.data.a import x\n")
+    assert circles(tmp_path / "scalerepro") == [["scalerepro.data.a", "scalerepro.data.b"]]
+
+
+def test_reading_results_starts_no_mpi():
+    """Analysis, the cost model, the tuner and validation read bench and run files without starting MPI."""
+    readers = ["scalerepro.analysis." + p.stem for p in (SRC / "analysis").glob("*.py") if p.stem != "__init__"] + [
+        "scalerepro.comm.benchfile",
+        "scalerepro.comm.costmodel",
+        "scalerepro.comm.auto",
+        "scalerepro.sim.validate",
+    ]
+    check = f"import sys; import {', '.join(readers)}; print(sorted({{'mpi4py.MPI', 'torch'}} & set(sys.modules)))"
+    proc = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"

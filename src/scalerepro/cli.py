@@ -20,6 +20,7 @@ from scalerepro.oversubscription import emulate_nodes, usable_cpus
 from scalerepro.oversubscription import tune as tune_mpi_progress
 
 if TYPE_CHECKING:
+    from scalerepro.comm.benchfile import FlatRow
     from scalerepro.config import Config
 
 CONFIG_HELP = "YAML config file (e.g. config/config.yaml); keys missing there take the schema's defaults"
@@ -313,7 +314,8 @@ def cmd_supervise(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> None:
     """All-reduce sweep with correctness check; JSON for analysis, a table for people."""
     from scalerepro.comm.algorithms import get
-    from scalerepro.comm.harness import SweepSpec, run, total_wrong
+    from scalerepro.comm.benchfile import total_wrong
+    from scalerepro.comm.harness import SweepSpec, benchmark
     from scalerepro.io import write_json_atomic
     from scalerepro.mpi import on_root, world
 
@@ -326,7 +328,7 @@ def cmd_bench(args: argparse.Namespace) -> None:
     spec = SweepSpec(algos, *fields, device=args.device, threads=0, rounds=b.rounds)
     comm = world()
     peers = [p for p in (args.compare or "").split(",") if p]
-    result = run(comm, cfg.comm.params(), spec, peers, lambda text: print(text, file=sys.stderr, flush=True))
+    result = benchmark(comm, cfg.comm.params(), spec, peers, lambda text: print(text, file=sys.stderr, flush=True))
     result["params"] = cfg.to_dict()["comm"]
     on_root(comm, lambda: write_json_atomic(args.out, result))
     wrong = total_wrong(result["rows"])
@@ -467,14 +469,14 @@ def cmd_cost_model(args: argparse.Namespace) -> None:
     )
 
 
-def _bench_rows(patterns: list[str]) -> tuple[list[Path], list[dict[str, Any]], float]:
+def _bench_rows(patterns: list[str]) -> tuple[list[Path], list[FlatRow], float]:
     """The bench JSONs matching ``patterns``, every row of them, and their median measured gamma (s/byte)."""
-    from scalerepro.comm.harness import read_benches
+    from scalerepro.comm.benchfile import read_rows
 
     paths = _expand(patterns)
     if not paths:
         raise UserError(f"no bench JSON matches {' '.join(patterns) or '(none given)'}; run `scalerepro bench` first")
-    return (paths, *read_benches(paths))
+    return (paths, *read_rows(paths))
 
 
 def _platforms(args: argparse.Namespace) -> list[Any]:

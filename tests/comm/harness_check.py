@@ -21,6 +21,7 @@ from mpi4py import MPI
 from sumcheck import sum_errors
 
 from scalerepro.comm import harness
+from scalerepro.comm.benchfile import total_wrong
 from scalerepro.comm.context import CommParams, Context
 from scalerepro.comm.harness import COPY_OOP, NATIVE_OOP, SweepSpec, measure_size, oop_via, out_of_place
 
@@ -98,7 +99,7 @@ with Context(comm, CommParams(timeout_s=120)) as ctx:
                 f"{fake.__name__}: oop_wrong={row['oop_wrong']} (want {per_iteration * row['iters']}), "
                 f"wrong={row['wrong']} (want 0)"
             )
-        if harness.total_wrong([row]) != row["oop_wrong"]:
+        if total_wrong([row]) != row["oop_wrong"]:
             failures.append(f"{fake.__name__}: total_wrong leaves out oop_wrong")
 
 all_failures = comm.gather(failures, root=0)

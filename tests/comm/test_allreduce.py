@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scalerepro.comm.harness import SweepSpec, bus_factor, expected, fill, sizes, timed_iterations
+from scalerepro.comm.buffers import expected, fill
+from scalerepro.comm.harness import SweepSpec, bus_factor, sizes, timed_iterations
 from scalerepro.comm.registry import allreduce, as_array, get, names
 from scalerepro.errors import UserError
 

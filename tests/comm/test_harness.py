@@ -8,17 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scalerepro.comm.harness import (
-    HEADER,
-    compare,
-    fill,
-    format_footer,
-    format_row,
-    send_changed,
-    sizes,
-    summary,
-    total_wrong,
-)
+from scalerepro.comm.benchfile import FORMAT, summary, total_wrong
+from scalerepro.comm.benchtable import HEADER, format_footer, format_row
+from scalerepro.comm.buffers import fill, send_changed
+from scalerepro.comm.harness import sizes
 
 CHECK = str(Path(__file__).with_name("harness_check.py"))
 INPLACE = ("time_us", "min_us", "median_us", "algbw_GBps", "busbw_GBps", "wrong")  # the names readers use
@@ -105,16 +98,6 @@ def test_out_of_bounds_counts_both_placements_and_fails():
     assert format_footer(unchecked).splitlines()[0] == "# Out of bounds values : N/A (not checked)"
 
 
-def test_rows_from_before_out_of_place_still_read():
-    """total_wrong and compare read only the in-place names, which a JSON from before out-of-place has too."""
-    old = [
-        {k: v for k, v in row(a, 8, 1.0, b).items() if not k.startswith("oop_")} for a, b in (("x", 2.0), ("y", 1.0))
-    ]
-    old[0]["wrong"] = 1
-    assert total_wrong(old) == 1
-    assert compare(old, "y")[0]["busbw_ratio"] == 2.0
-
-
 def test_send_changed_counts_overwritten_send_elements():
     send = np.empty(100, dtype=np.float32)
     fill(send, rank=2, it=5)
@@ -156,6 +139,7 @@ def test_bench_prints_both_placements_and_records_them(run_mpi, tmp_path, ranks)
     assert proc.stderr.count("# Avg bus bandwidth    : ") == 2
 
     record = json.loads(out.read_text())
+    assert record["format"] == FORMAT
     rows = record["rows"]
     assert [r["bytes"] for r in rows if r["algorithm"] == "ring"] == sizes(8, 1024)
     for r in rows:

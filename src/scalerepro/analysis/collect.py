@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from scalerepro.comm.harness import bench_rows
+from scalerepro.comm import benchfile
 from scalerepro.config import run_id
 from scalerepro.errors import UserError
 from scalerepro.io import read_json
@@ -154,7 +154,7 @@ class _Table:
         self.fh = self.tmp.open("w", newline="")  # stays open across write(); close() closes it
         self.writer: csv.DictWriter[str] | None = None
 
-    def write(self, rows: list[dict[str, Any]]) -> None:
+    def write(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Append ``rows``; the first call's keys (in order, across its rows) are the table's columns."""
         if not rows:
             return
@@ -193,7 +193,7 @@ def collect(
                 tables[name].write(part)
             if progress:
                 progress(i, len(runs))
-        tables["bench"].write([row for path in benches for row in bench_rows(read_json(path))])  # small: at once
+        tables["bench"].write([r for path in benches for r in benchfile.flatten(benchfile.read(path))])  # small
         done = True
     finally:
         for table in tables.values():

@@ -22,6 +22,7 @@ import pandas as pd
 
 from scalerepro import sources
 from scalerepro.analysis.collect import read_csv
+from scalerepro.comm import benchfile
 from scalerepro.comm.algorithms import ALGORITHMS
 from scalerepro.errors import UserError
 from scalerepro.io import read_yaml, write_json_atomic, write_text_atomic
@@ -216,12 +217,8 @@ def _sizes(lo: int, hi: int) -> str:
 
 
 def _ran_as(rows: pd.DataFrame) -> str | None:
-    """The algorithm a bench row's schedule reduced to (``as`` in its schedule record), if any."""
-    if rows.empty or "schedule" not in rows.columns:
-        return None
-    schedule = rows["schedule"].iloc[0]
-    record = json.loads(schedule) if isinstance(schedule, str) and schedule.startswith("{") else {}
-    return record.get("as") if isinstance(record, dict) else None
+    """The algorithm the schedule of a group's first bench row was (:func:`scalerepro.comm.benchfile.ran`)."""
+    return None if rows.empty else benchfile.ran({str(k): v for k, v in rows.iloc[0].items()})
 
 
 # --- accuracy: against the ring at one seed, or between recipes; each with its resolution ---

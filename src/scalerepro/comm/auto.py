@@ -22,12 +22,11 @@ run the same schedule. The choice is recorded: per bench row
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from scalerepro.comm import benchfile
 from scalerepro.comm.algorithms import ALGORITHMS, AUTO
 from scalerepro.comm.costmodel import Fit, fit, row_spec, terms
 from scalerepro.comm.schedule import Spec
@@ -60,22 +59,18 @@ class Tuner:
     def load(cls, path: str) -> Tuner:
         """Read ``path`` (a ``scalerepro bench`` JSON); the error names the file and the fix."""
         try:
-            record = json.loads(Path(path).read_text())
-            rows = [
-                r | {"world_size": record["world_size"], "comm": record.get("params"), "nodes": record.get("nodes")}
-                for r in record["rows"]
-            ]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+            record = benchfile.read(path)
+        except UserError as exc:
             raise UserError(
-                f"comm.tuning={path}: not a readable `scalerepro bench` JSON ({exc}); run "
-                "`scalerepro bench --out FILE` on this machine and name that file"
+                f"comm.tuning={exc}; run `scalerepro bench --out FILE` on this machine and name it"
             ) from None
+        rows = benchfile.flatten(record)
         rows = [r for r in rows if r["algorithm"] in ALGORITHMS and r["time_us"] > 0 and not r.get("wrong")]
         if not rows:
             raise UserError(f"comm.tuning={path}: no benchmarked algorithm to choose from")
         points: dict[tuple[str, int], dict[int, float]] = {}
         for r in rows:  # a row that ran as another algorithm (multicolor on 2 ranks: the ring) is a point of that one
-            at = points.setdefault((ran_as(r), r["world_size"]), {})
+            at = points.setdefault((benchfile.ran(r), r["world_size"]), {})
             at[r["bytes"]] = min(at.get(r["bytes"], math.inf), r["time_us"] * 1e-6)  # load on the machine only adds
         gamma = float(record.get("reduction_s_per_byte") or 0.0)
         fits = {
@@ -122,12 +117,6 @@ class Tuner:
         if not times:
             raise UserError(f"comm.tuning={self.source}: no algorithm in it can be predicted at {p} ranks")
         return min(sorted(times), key=times.__getitem__)
-
-
-def ran_as(row: dict[str, Any]) -> str:
-    """The algorithm a bench row's schedule actually was (``as`` where it reduced to another)."""
-    schedule = row.get("schedule") or {}
-    return str(schedule.get("as") or row["algorithm"])
 
 
 def smooth(curve: list[tuple[int, float]]) -> tuple[tuple[int, float], ...]:

@@ -40,7 +40,7 @@ projection uses the dedicated fit when there is one, as on a cluster.
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
@@ -49,6 +49,7 @@ import numpy as np
 
 from scalerepro.comm import rabenseifner, ring
 from scalerepro.comm.algorithms import ALGORITHMS
+from scalerepro.comm.benchfile import ran
 from scalerepro.comm.schedule import AllReduce, Recv, Schedule, Send, Spec, Stage
 from scalerepro.comm.shapes import GRID_DIMS, squarest
 from scalerepro.errors import UserError
@@ -314,7 +315,7 @@ def terms(algo: str, spec: Spec, executor: str = "mpi") -> tuple[float, float, f
 REGIMES = ("dedicated", "unknown", "oversubscribed")  # the projection's order of preference
 
 
-def regime(row: dict[str, Any]) -> str:
+def regime(row: Mapping[str, Any]) -> str:
     """``dedicated`` (a core per rank), ``oversubscribed`` or ``unknown`` (no ranks_per_core recorded)."""
     load = row.get("ranks_per_core")
     if load is None:
@@ -355,7 +356,7 @@ def _nnls2(m: np.ndarray, y: np.ndarray) -> np.ndarray:
     return best
 
 
-def row_spec(row: dict[str, Any]) -> Spec:
+def row_spec(row: Mapping[str, Any]) -> Spec:
     """The schedule spec of a bench row: ranks, elements, item size, and the comm parameters it ran with."""
     itemsize = 8 if row.get("dtype") == "float64" else 4
     comm = row.get("comm") or {}
@@ -372,30 +373,25 @@ def row_spec(row: dict[str, Any]) -> Spec:
     )
 
 
-def row_algorithm(row: dict[str, Any]) -> str:
-    """The algorithm a bench row ran (``auto`` rows: the one it chose)."""
-    return str((row.get("schedule") or {}).get("algorithm", row["algorithm"]))
+def row_terms(row: Mapping[str, Any]) -> tuple[float, float, float]:
+    """(A, B, G) of the schedule a bench row measured (:func:`scalerepro.comm.benchfile.ran`) at its size and ranks."""
+    return terms(ran(row), row_spec(row), row.get("executor") or "mpi")
 
 
-def row_terms(row: dict[str, Any]) -> tuple[float, float, float]:
-    """(A, B, G) of a bench row's algorithm at its size and rank count (``auto`` rows: the algorithm it chose)."""
-    return terms(row_algorithm(row), row_spec(row), row.get("executor") or "mpi")
-
-
-def fit(algorithm: str, rows: list[dict[str, Any]], gamma: float, where: str | None = None) -> Fit:
+def fit(algorithm: str, rows: Sequence[Mapping[str, Any]], gamma: float, where: str | None = None) -> Fit:
     """Fit alpha and beta of ``algorithm`` to its rows (world_size, bytes, time_us) in regime ``where`` (None: any)."""
     if algorithm not in ALGORITHMS:
         raise UserError(f"no cost model for {algorithm!r}; modelled: {', '.join(sorted(ALGORITHMS))}")
     return _fit(algorithm, _points(rows, algorithm, where), gamma, where)
 
 
-def fit_machine(rows: list[dict[str, Any]], gamma: float, where: str | None = None) -> Fit:
+def fit_machine(rows: Sequence[Mapping[str, Any]], gamma: float, where: str | None = None) -> Fit:
     """One alpha and beta for the machine: every modelled algorithm's points in regime ``where`` together."""
     pts = [r for algo in sorted({r["algorithm"] for r in rows} & set(ALGORITHMS)) for r in _points(rows, algo, where)]
     return _fit("machine", pts, gamma, where)
 
 
-def _fit(name: str, pts: list[dict[str, Any]], gamma: float, where: str | None) -> Fit:
+def _fit(name: str, pts: Sequence[Mapping[str, Any]], gamma: float, where: str | None) -> Fit:
     """Least squares on relative error for alpha, beta >= 0 over ``pts``, gamma given."""
     if len(pts) < 2:
         raise UserError(f"{name}: need at least 2 benchmark points at >= 2 ranks to fit, got {len(pts)}")
@@ -421,7 +417,7 @@ def _fit(name: str, pts: list[dict[str, Any]], gamma: float, where: str | None) 
     )
 
 
-def _points(rows: list[dict[str, Any]], algorithm: str, where: str | None) -> list[dict[str, Any]]:
+def _points(rows: Sequence[Mapping[str, Any]], algorithm: str, where: str | None) -> list[Mapping[str, Any]]:
     """The fittable points of ``algorithm`` (>= 2 ranks, a positive time) in regime ``where`` (None: any)."""
     return [
         r
@@ -430,7 +426,7 @@ def _points(rows: list[dict[str, Any]], algorithm: str, where: str | None) -> li
     ]
 
 
-def fit_regimes(algorithms: Iterable[str], rows: list[dict[str, Any]], gamma: float) -> list[Fit]:
+def fit_regimes(algorithms: Iterable[str], rows: Sequence[Mapping[str, Any]], gamma: float) -> list[Fit]:
     """One fit per algorithm and regime that has at least 2 points."""
     fits = []
     for algo in algorithms:

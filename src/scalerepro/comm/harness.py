@@ -20,19 +20,14 @@ that in place, the copy inside the timed region: that is what a framework
 doing out-of-place on top of an in-place algorithm pays. Each row records
 which (``oop_via``).
 
-Each timed result is checked against the exact sum (integer-valued data,
-so any summation order is exact) unless checking is off; out of place the
+Each timed result is checked against the exact sum
+(:mod:`scalerepro.comm.buffers`) unless checking is off; out of place the
 check also counts the elements of the send buffer that changed, and the
 receive buffer is zeroed before each iteration (zero is no valid sum), so
-a call that leaves it alone is caught. Buffers are NumPy arrays on the CPU
-and torch tensors on a GPU (``device``); every row records the executor
-and the schedule used.
-
-A row keeps the in-place results under the names they always had
-(``time_us``, ``min_us``, ``median_us``, ``algbw_GBps``, ``busbw_GBps``,
-``wrong``), which every reader of the bench JSON (cost model, validation,
-analysis, ``auto``'s tuning, the scripts) uses, and adds the out-of-place
-ones with an ``oop_`` prefix. :func:`summary` gives the footer's numbers.
+a call that leaves it alone is caught. Every row records the executor and
+the schedule used; the record and its rows are the bench file
+(:mod:`scalerepro.comm.benchfile`), printed as a table for people by
+:mod:`scalerepro.comm.benchtable`.
 """
 
 from __future__ import annotations
@@ -45,21 +40,20 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from mpi4py import MPI
 
+from scalerepro.comm.benchfile import FORMAT, Row, compare, summary
+from scalerepro.comm.benchtable import HEADER, format_comparison, format_footer, format_row
+from scalerepro.comm.buffers import DTYPES, fill, finish, make_buffer, poison, send_changed, wrong_elements
 from scalerepro.comm.context import CommParams, Context
 from scalerepro.comm.registry import allreduce, library_out_of_place, resolve
 from scalerepro.errors import UserError
-from scalerepro.io import read_json
 from scalerepro.mpi import library_version
 from scalerepro.oversubscription import node_cores
 from scalerepro.provenance import record
-
-DTYPES = {"float32": np.float32, "float64": np.float64}
 
 
 @dataclass(frozen=True)
@@ -96,49 +90,6 @@ def sizes(min_bytes: int, max_bytes: int) -> list[int]:
     return out
 
 
-def fill(buf: Any, rank: int, it: int) -> None:
-    """Integer-valued data that differs by rank, position and iteration (sums stay exact)."""
-    buf[:] = pattern(buf, it) * (rank + 1)
-
-
-def pattern(buf: Any, it: int) -> Any:
-    """(index + it) mod 13 + 1, as ``buf``'s kind (NumPy, or a tensor on its device)."""
-    if isinstance(buf, np.ndarray):
-        return ((np.arange(buf.size, dtype=np.int64) + it) % 13 + 1).astype(buf.dtype)
-    import torch
-
-    return ((torch.arange(buf.numel(), device=buf.device) + it) % 13 + 1).to(buf.dtype)
-
-
-def expected(count: int, world: int, it: int, dtype: Any) -> np.ndarray:
-    """The exact all-reduce result of :func:`fill` over ``world`` ranks."""
-    idx = np.arange(count, dtype=np.int64)
-    return (((idx + it) % 13 + 1) * (world * (world + 1) // 2)).astype(dtype)
-
-
-def wrong_elements(buf: Any, world: int, it: int) -> int:
-    """Elements of ``buf`` that differ from the exact sum of :func:`fill` over ``world`` ranks."""
-    want = pattern(buf, it) * (world * (world + 1) // 2)
-    return int((buf != want).sum())
-
-
-def make_buffer(count: int, dtype: str, device: str) -> Any:
-    """An uninitialised buffer: a NumPy array on the CPU, a torch tensor on ``device`` otherwise."""
-    if device == "cpu":
-        return np.empty(count, dtype=DTYPES[dtype])
-    import torch
-
-    return torch.empty(count, dtype=getattr(torch, dtype), device=device)
-
-
-def _finish(buf: Any) -> None:
-    """Wait for the device's queued work on ``buf`` (CUDA), so the clock sees the all-reduce end."""
-    if not isinstance(buf, np.ndarray) and buf.device.type == "cuda":
-        import torch
-
-        torch.cuda.synchronize(buf.device)
-
-
 def bus_factor(world: int) -> float:
     """busbw / algbw for all-reduce: 2(p-1)/p."""
     return 2.0 * (world - 1) / world if world > 1 else 0.0
@@ -157,19 +108,6 @@ def out_of_place(send: Any, recv: Any, algo: str, ctx: Context) -> Any:
     """Sum ``send`` over ``ctx`` into ``recv`` with ``algo``, ``send`` untouched; returns ``recv`` (the registry's
     ``out=``: MPI_Allreduce(send, recv) for native on host buffers, else a copy summed in place, copy included)."""
     return allreduce(send, algo, ctx, out=recv)
-
-
-def send_changed(send: Any, rank: int, it: int) -> int:
-    """Elements of an out-of-place send buffer that no longer hold what :func:`fill` put there."""
-    return int((send != pattern(send, it) * (rank + 1)).sum())
-
-
-def _poison(buf: Any) -> None:
-    """Zero ``buf``: no valid sum of :func:`fill`'s data (every element is >= 1), so a skipped write shows."""
-    if isinstance(buf, np.ndarray):
-        buf.fill(0)
-    else:
-        buf.zero_()
 
 
 @dataclass
@@ -200,7 +138,7 @@ class _Timing:
             fill(self.buf, rank, it)
         else:
             fill(self.send, rank, it)
-            _poison(self.buf)
+            poison(self.buf)
 
     def check(self, ctx: Context, it: int) -> int:
         """Wrong elements of the result, plus (out of place) the send buffer's changed elements."""
@@ -226,7 +164,7 @@ def _warm(ctx: Context, algo: str, count: int, spec: SweepSpec) -> tuple[_Timing
             t.fill(ctx.rank, it)
             t0 = time.perf_counter()
             t.call(ctx)
-            _finish(t.buf)
+            finish(t.buf)
             warm.append(time.perf_counter() - t0)
         pace = max(pace, statistics.median(warm) if warm else 0.0)
     iters = timed_iterations(spec, ctx.comm.allreduce(pace, op=MPI.MAX))
@@ -240,17 +178,17 @@ def _time(ctx: Context, t: _Timing, n: int, spec: SweepSpec) -> None:
     for _ in range(n):
         it = len(t.times)
         t.fill(ctx.rank, it)
-        _finish(t.buf)
+        finish(t.buf)
         ctx.comm.Barrier()
         t0 = time.perf_counter()
         t.call(ctx)
-        _finish(t.buf)
+        finish(t.buf)
         t.times.append(time.perf_counter() - t0)
         if spec.check:
             t.wrong += t.check(ctx, it)
 
 
-def measure_size(ctx: Context, algos: Iterable[str], nbytes: int, spec: SweepSpec) -> list[dict[str, Any]]:
+def measure_size(ctx: Context, algos: Iterable[str], nbytes: int, spec: SweepSpec) -> list[Row]:
     """One row per algorithm at ``nbytes`` (out of place and in place): timed iterations interleaved in rounds.
 
     Each measurement's iterations (two per algorithm: out of place, in
@@ -295,11 +233,11 @@ def _results(ctx: Context, t: _Timing, nbytes: int, spec: SweepSpec, rounds: int
     }
 
 
-def _row(ctx: Context, oop: _Timing, inplace: _Timing, count: int, spec: SweepSpec, rounds: int) -> dict[str, Any]:
-    """One algorithm's row at one size: in-place results under their old names, out-of-place ones as ``oop_*``."""
+def _row(ctx: Context, oop: _Timing, inplace: _Timing, count: int, spec: SweepSpec, rounds: int) -> Row:
+    """One algorithm's row at one size (:class:`scalerepro.comm.benchfile.Row`)."""
     nbytes = count * np.dtype(DTYPES[spec.dtype]).itemsize
     used = resolve(inplace.buf, inplace.algo, ctx).record()
-    return {
+    row = {
         "algorithm": inplace.algo,
         "bytes": nbytes,
         "count": count,
@@ -312,6 +250,7 @@ def _row(ctx: Context, oop: _Timing, inplace: _Timing, count: int, spec: SweepSp
         "executor": used.pop("executor"),
         "schedule": used,
     }
+    return cast(Row, row)
 
 
 def _device(ctx: Context, device: str) -> str:
@@ -338,7 +277,7 @@ def reduction_cost(dtype: np.dtype, nbytes: int = 8 << 20, repeats: int = 5) -> 
     return statistics.median(times) / a.nbytes
 
 
-def sweep(ctx: Context, spec: SweepSpec, progress: bool = True) -> list[dict[str, Any]]:
+def sweep(ctx: Context, spec: SweepSpec, progress: bool = True) -> list[Row]:
     """Every size x algorithm, out of place and in place; rank 0 prints an nccl-tests style table to stderr
     as it goes (:data:`HEADER` and :func:`format_footer` are the caller's to print).
 
@@ -371,116 +310,13 @@ def prepare(ctx: Context, spec: SweepSpec) -> None:
     buf = make_buffer(max(1, ctx.size), spec.dtype, _device(ctx, spec.device))
     for algo in spec.algorithms:
         allreduce(buf, algo, ctx)
-    _finish(buf)
-
-
-_GROUP = 35  # width of one column group: time, algbw, busbw, #wrong
-HEADER = "\n".join(
-    line.rstrip()
-    for line in (
-        f"#{'':>13} {'':>11} {'':>12} {'out-of-place':^{_GROUP}} {'in-place':^{_GROUP}}",
-        f"#{'algorithm':>13} {'size':>11} {'count':>12}"
-        + f" {'time':>10} {'algbw':>8} {'busbw':>8} {'#wrong':>6}" * 2
-        + "  schedule",
-        f"#{'':>13} {'(B)':>11} {'(elements)':>12}" + f" {'(us)':>10} {'(GB/s)':>8} {'(GB/s)':>8} {'':>6}" * 2,
-    )
-)  # nccl-tests' all_reduce_perf header, with the harness's columns (algorithm first, the schedule last)
-
-
-def format_row(row: dict[str, Any]) -> str:
-    """One table line for people (analysis reads the JSON, never this): out-of-place group, then in-place."""
-    groups = "".join(
-        f" {row[p + 'time_us']:>10.1f} {row[p + 'algbw_GBps']:>8.3f} {row[p + 'busbw_GBps']:>8.3f} "
-        f"{'N/A' if row[p + 'wrong'] is None else row[p + 'wrong']:>6}"
-        for p in ("oop_", "")
-    )
-    return f"{row['algorithm']:>14} {row['bytes']:>11} {row['count']:>12}{groups}  {describe(row)}"
-
-
-def describe(row: dict[str, Any]) -> str:
-    """The schedule that ran, briefly: executor, what it ran as, colors, grid."""
-    s = row["schedule"]
-    parts = [row["executor"] + (" (host-staged)" if s.get("host_staged") else "")]
-    if s["algorithm"] != row["algorithm"]:
-        parts.append(f"chose {s['algorithm']}")
-    parts += [f"as {s['as']}"] if "as" in s else []
-    parts += [f"{s['colors']} colors"] if "colors" in s else []
-    parts += ["grid " + "x".join(map(str, s["grid"]))] if "grid" in s else []
-    return ", ".join(parts)
-
-
-def total_wrong(rows: Iterable[dict[str, Any]]) -> int:
-    """Sum of #wrong over rows, out of place and in place (unchecked rows count 0; rows from before out-of-place
-    was measured have no ``oop_wrong``)."""
-    return sum((r["wrong"] or 0) + (r.get("oop_wrong") or 0) for r in rows)
-
-
-def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The footer's numbers, for the bench JSON: per algorithm the average busbw, and the out-of-bounds count.
-
-    ``avg_busbw_GBps`` (GB/s, per algorithm): as nccl-tests' "Avg bus
-    bandwidth", the mean over every size *and both placements*: the sum of
-    out-of-place and in-place busbw over the sizes, divided by 2 x the
-    number of sizes. ``out_of_bounds``: the wrong elements over every row and
-    both placements (nccl-tests' "Out of bounds values"), None when checking
-    was off.
-    """
-    by_algo: dict[str, list[float]] = {}
-    for r in rows:
-        by_algo.setdefault(r["algorithm"], []).extend((r["oop_busbw_GBps"], r["busbw_GBps"]))
-    checked = any(r["wrong"] is not None for r in rows)
-    return {
-        "avg_busbw_GBps": {a: statistics.fmean(v) for a, v in by_algo.items()},
-        "out_of_bounds": total_wrong(rows) if checked else None,
-    }
-
-
-def format_footer(rows: list[dict[str, Any]]) -> str:
-    """nccl-tests' footer: ``# Out of bounds values``, and ``# Avg bus bandwidth`` per algorithm (see
-    :func:`summary`: the mean busbw over all sizes, out of place and in place)."""
-    s = summary(rows)
-    bad = s["out_of_bounds"]
-    verdict = "N/A (not checked)" if bad is None else f"{bad} {'FAILED' if bad else 'OK'}"
-    lines = [f"# Out of bounds values : {verdict}"]
-    lines += [f"# Avg bus bandwidth    : {bw:.6g} GB/s  {a}" for a, bw in s["avg_busbw_GBps"].items()]
-    lines.append("#   (per algorithm: mean busbw over all sizes, out-of-place and in-place, as nccl-tests)")
-    return "\n".join(lines)
-
-
-def compare(rows: list[dict[str, Any]], peer: str) -> list[dict[str, Any]]:
-    """Per algorithm and size: in-place busbw and time as ratios to ``peer``'s measured in the same sweep."""
-    ref = {r["bytes"]: r for r in rows if r["algorithm"] == peer}
-    out = []
-    for r in rows:
-        base = ref.get(r["bytes"])
-        if r["algorithm"] == peer or base is None:
-            continue
-        out.append(
-            {
-                "algorithm": r["algorithm"],
-                "peer": peer,
-                "bytes": r["bytes"],
-                "busbw_ratio": r["busbw_GBps"] / base["busbw_GBps"] if base["busbw_GBps"] else None,
-                "time_ratio": r["time_us"] / base["time_us"] if base["time_us"] else None,
-            }
-        )
-    return out
-
-
-def format_comparison(rows: list[dict[str, Any]]) -> str:
-    """The ratio table for people: busbw / peer's (higher is better), time / peer's (lower is better)."""
-    lines = [f"{'algorithm':>12} {'vs':>8} {'size(B)':>11} {'busbw ratio':>12} {'time ratio':>11}"]
-    for r in rows:
-        bw = "N/A" if r["busbw_ratio"] is None else f"{r['busbw_ratio']:.2f}x"
-        tr = "N/A" if r["time_ratio"] is None else f"{r['time_ratio']:.2f}x"
-        lines.append(f"{r['algorithm']:>12} {r['peer']:>8} {r['bytes']:>11} {bw:>12} {tr:>11}")
-    return "\n".join(lines)
+    finish(buf)
 
 
 ENV_PREFIXES = ("OMP_", "SLURM_", "NCCL_")  # the settings a bench result records beside provenance's mpi_env
 
 
-def run(
+def benchmark(
     comm: MPI.Intracomm, params: CommParams, spec: SweepSpec, peers: list[str], emit: Callable[[str], None]
 ) -> dict[str, Any]:
     """The whole bench on ``comm``: header, sweep (``spec.threads`` 0: each rank's share of its node's cores),
@@ -512,6 +348,7 @@ def run(
     for peer in peers:
         say(f"# ratios against {peer} (same run)\n{format_comparison(ratios[peer])}")
     return {
+        "format": FORMAT,
         **record(comm),
         "world_size": comm.size,
         "nodes": list(nodes),
@@ -525,31 +362,3 @@ def run(
         **summary(rows),  # the footer's avg_busbw_GBps (per algorithm) and out_of_bounds
         "comparisons": [c for peer in peers for c in ratios[peer]],
     }
-
-
-def bench_rows(record: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per benchmark point of a bench JSON record (ranks_per_core None where not recorded).
-
-    Each row carries the comm parameters and the rank-to-node map it ran with, so the cost model
-    rebuilds the schedule the row measured.
-    """
-    ranks, cores = record.get("ranks_per_node"), record.get("cores_per_node")
-    extra = {
-        "world_size": record["world_size"],
-        "hosts": len(set(record["hosts"])),
-        "ranks_per_core": ranks / cores if ranks and cores else None,
-        "comm": record.get("params") or {},
-        "nodes": record.get("nodes") or [],
-    }
-    return [row | extra for row in record["rows"]]
-
-
-def read_benches(paths: list[Path]) -> tuple[list[dict[str, Any]], float]:
-    """Every row of the bench JSONs at ``paths`` and their median measured reduction cost gamma (s/byte)."""
-    if not paths:
-        raise UserError("no bench JSON given; run `scalerepro bench` first")
-    records = [read_json(p) for p in paths]
-    gammas = [rec["reduction_s_per_byte"] for rec in records if rec.get("reduction_s_per_byte")]
-    if not gammas:
-        raise UserError("the bench JSONs carry no reduction_s_per_byte (gamma); re-run `scalerepro bench`")
-    return [row for rec in records for row in bench_rows(rec)], statistics.median(gammas)

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from scalerepro import sources
 from scalerepro.comm.algorithms import ALGORITHMS
-from scalerepro.comm.costmodel import fit_machine, regime, row_algorithm
+from scalerepro.comm.benchfile import ran
+from scalerepro.comm.costmodel import fit_machine, regime
 from scalerepro.errors import UserError
 from scalerepro.io import read_yaml
 from scalerepro.sim.engine import Point
@@ -42,7 +44,7 @@ PUBLISHED_TOLERANCE = 0.25  # simulated within this of a published time (as |sim
 MEASUREMENT_KEYS = ("id", "source", "platform", "algorithm", "ranks", "dtype", "time_us")
 
 
-def machines(rows: list[dict[str, Any]], gamma: float) -> dict[tuple[str, str], Platform]:
+def machines(rows: Sequence[Mapping[str, Any]], gamma: float) -> dict[tuple[str, str], Platform]:
     """(regime, path) -> this machine as a platform, fitted from the bench rows that took that path.
 
     The executors reach the other ranks differently (MPI: shared memory;
@@ -69,24 +71,24 @@ def machines(rows: list[dict[str, Any]], gamma: float) -> dict[tuple[str, str], 
     return out
 
 
-def _kind(row: dict[str, Any]) -> tuple[str, str]:
+def _kind(row: Mapping[str, Any]) -> tuple[str, str]:
     """(regime, path) of a bench row: a library collective's own name, else the executor that ran the schedule."""
-    algo = row_algorithm(row)
+    algo = ran(row)
     entry = ALGORITHMS.get(algo)
     return regime(row), algo if entry is not None and entry.executor else row.get("executor") or "mpi"
 
 
-def measured(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def measured(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The bench rows a simulation can stand beside: modelled algorithms (auto's choice), >= 2 ranks, a time."""
     keep = []
     for r in rows:
-        algo = row_algorithm(r)
+        algo = ran(r)
         if algo in ALGORITHMS and r["world_size"] > 1 and r["time_us"] > 0 and r["bytes"] >= 4:
-            keep.append(r | {"modelled": algo})
+            keep.append({**r, "modelled": algo})
     return keep
 
 
-def points(rows: list[dict[str, Any]], platforms: dict[tuple[str, str], Platform]) -> list[Point]:
+def points(rows: Sequence[Mapping[str, Any]], platforms: dict[tuple[str, str], Platform]) -> list[Point]:
     """One simulation per measured row, on the platform of its regime, with the schedule it ran."""
     out = []
     for r in rows:

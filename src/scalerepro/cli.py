@@ -6,7 +6,7 @@ import argparse
 import glob
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -81,7 +81,10 @@ def _config(args: argparse.Namespace) -> Config:
     """The validated, frozen Config from --config, --config-json and --set (later wins), merged and validated once."""
     from scalerepro.config import load
 
-    return load(args.config, args.config_json, _parse_set(args.set))
+    overrides = _parse_set(args.set)
+    for section, values in _settings(args).items():
+        overrides.setdefault(section, {}).update(values)
+    return load(args.config, args.config_json, overrides)
 
 
 def _add_config_flags(p: argparse.ArgumentParser) -> None:
@@ -97,6 +100,30 @@ def _add_config_flags(p: argparse.ArgumentParser) -> None:
         metavar="SECTION.KEY=VALUE",
         help="override one key, e.g. --set train.epochs=2 (repeatable)",
     )
+
+
+def _setting(s: argparse.ArgumentParser, flag: str, key: str, help: str, listed: bool = False, **kw: Any) -> None:
+    """A flag that sets config key ``key`` as ``--set key=VALUE`` would (after --set): the schema checks it, and
+    unset, the command takes the configuration's value, the schema's default where the config has none. So no
+    default is written here; ``listed``: comma-separated values of a list key."""
+    dest = flag.removeprefix("--").replace("-", "_")
+    sets = f"sets {key}{', comma-separated' if listed else ''}; default: the config's"
+    s.add_argument(flag, dest=dest, default=None, help=f"{help} ({sets})", **kw)
+    s.set_defaults(settings={**(s.get_default("settings") or {}), dest: (key, listed)})
+
+
+def _settings(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """The setting flags given (see :func:`_setting`), as sections of keys; text parsed as YAML, as --set's."""
+    out: dict[str, dict[str, Any]] = {}
+    for dest, (key, listed) in (getattr(args, "settings", None) or {}).items():
+        value = getattr(args, dest)
+        if value is None:
+            continue
+        if isinstance(value, str):
+            value = [yaml.safe_load(v) for v in value.split(",") if v] if listed else yaml.safe_load(value)
+        section, _, name = key.partition(".")
+        out.setdefault(section, {})[name] = value
+    return out
 
 
 def cmd_make_dataset(args: argparse.Namespace) -> None:
@@ -443,15 +470,16 @@ def cmd_cost_model(args: argparse.Namespace) -> None:
     from scalerepro.io import write_json_atomic
     from scalerepro.sim.platforms import project
 
+    cfg = _config(args)
     paths, rows, gamma = _bench_rows(args.bench)
     # auto is not one schedule (it picks per size), so it has no alpha-beta of its own
     algos = args.algos.split(",") if args.algos else sorted({r["algorithm"] for r in rows} - {"auto"})
     fits = fit_regimes(algos, rows, gamma)
     chosen = for_projection(fits)
-    platforms = _platforms(args)
+    platforms = _platforms(args, cfg.simulate.platforms)
     topos = [plat.topology() for plat in platforms]
-    ranks = list(_int_list(args.ranks, "--ranks"))
-    proj = project(chosen, platforms, ranks, args.bytes, args.colors)
+    ranks = list(cfg.simulate.ranks)
+    proj = project(chosen, platforms, ranks, args.bytes, cfg.comm.colors)
     print(format_fits(fits), file=sys.stderr)
     print(format_projection(chosen, topos, ranks, proj, args.bytes), file=sys.stderr)
     write_json_atomic(
@@ -463,7 +491,7 @@ def cmd_cost_model(args: argparse.Namespace) -> None:
             "topologies": [t.__dict__ for t in topos],
             "platforms_file": args.platforms,
             "bytes": args.bytes,
-            "colors": args.colors,
+            "colors": cfg.comm.colors,
             "sources": [str(p) for p in paths],
         },
     )
@@ -479,12 +507,12 @@ def _bench_rows(patterns: list[str]) -> tuple[list[Path], list[FlatRow], float]:
     return (paths, *read_rows(paths))
 
 
-def _platforms(args: argparse.Namespace) -> list[Any]:
-    """The platforms --platform names (comma-separated, or all) from --platforms; this-machine fitted from --bench."""
+def _platforms(args: argparse.Namespace, named: Sequence[str]) -> list[Any]:
+    """The platforms ``named`` (or all) from --platforms; this-machine fitted from --bench."""
     from scalerepro.sim.platforms import load, pick
     from scalerepro.sim.validate import MACHINE, machines
 
-    names = [n for n in args.platform.split(",") if n]
+    names = list(named)
     chosen = []
     if MACHINE in names:
         if not args.bench:
@@ -527,9 +555,10 @@ def cmd_simulate(args: argparse.Namespace) -> None:
     for algo in algos:
         if get(algo) is None:
             raise UserError("simulate --algos auto: auto picks per size on a measured machine; name the algorithms")
-    platforms = _platforms(args)
+    colors = _config(args).comm.colors
+    platforms = _platforms(args, [n for n in args.platform.split(",") if n])
     points = [
-        Point(algo, p, n, plat, args.colors)
+        Point(algo, p, n, plat, colors)
         for plat in platforms
         for p in _int_list(args.ranks, "--ranks")
         for n in _int_list(args.bytes, "--bytes")
@@ -539,7 +568,7 @@ def cmd_simulate(args: argparse.Namespace) -> None:
     _write_tables(
         Path(args.out),
         {"simulation": rows},
-        {"platforms": [p.as_dict() for p in platforms], "colors": args.colors, "skipped": skipped},
+        {"platforms": [p.as_dict() for p in platforms], "colors": colors, "skipped": skipped},
         "simulation.json",
     )
     print(
@@ -604,6 +633,7 @@ def _validate_published(args: argparse.Namespace) -> None:
     from scalerepro.sim import validate
     from scalerepro.sim.platforms import load
 
+    bucket_mib = _config(args).train.bucket_mib
     path = Path(args.platforms)
     platforms = load(path)
     measurements = validate.load_measurements(path, platforms)
@@ -611,7 +641,7 @@ def _validate_published(args: argparse.Namespace) -> None:
     simulated, skipped = _simulated(points, "simulate-validate", args.jobs)
     if skipped:
         raise UserError(f"simulate-validate: {skipped[0]['algorithm']} has no schedule: {skipped[0]['why']}")
-    table = validate.published_table(measurements, simulated, args.bucket_mib)
+    table = validate.published_table(measurements, simulated, bucket_mib)
     summary = validate.published_summary(table)
     used = {m["platform"] for m in measurements}
     _write_tables(
@@ -620,7 +650,7 @@ def _validate_published(args: argparse.Namespace) -> None:
         {
             "platforms": [platforms[n].as_dict() for n in sorted(used)],
             "tolerance": validate.PUBLISHED_TOLERANCE,
-            "bucket_mib": args.bucket_mib,
+            "bucket_mib": bucket_mib,
         },
         "published.json",
     )
@@ -639,25 +669,30 @@ def cmd_simulate_scale(args: argparse.Namespace) -> None:
     from scalerepro.sim.engine import load_simgrid
 
     load_simgrid()
-    platforms = _platforms(args)
-    if args.platform == "all":  # the clusters kept to check the simulator against carry no ResNet-50 rate
+    cfg = _config(args)
+    sim, bucket_mib, colors = cfg.simulate, cfg.train.bucket_mib, cfg.comm.colors
+    platforms = _platforms(args, sim.platforms)
+    if list(sim.platforms) == ["all"]:  # the clusters kept to check the simulator against carry no ResNet-50 rate
         platforms = [p for p in platforms if p.images_per_s_per_accelerator]
-    algos = [a for a in args.algos.split(",") if a]
-    ranks = list(_int_list(args.ranks, "--ranks"))
-    dtypes = [d for d in args.dtypes.split(",") if d]
     claims = papers.load_claims(Path(args.platforms))
     points = scale.unique(
         [
             pt
             for plat in platforms
             for pt in scale.points(
-                plat, algos, [p for p in ranks if plat.holds(p)], dtypes, args.bucket_mib, args.colors, args.corners
+                plat,
+                list(sim.algorithms),
+                [p for p in sim.ranks if plat.holds(p)],
+                list(sim.dtypes),
+                bucket_mib,
+                colors,
+                sim.corners,
             )
         ]
-        + scale.claim_points(claims, platforms, args.bucket_mib, args.colors, args.claims_max_ranks, args.sensitivity)
+        + scale.claim_points(claims, platforms, bucket_mib, colors, sim.claims_max_ranks, sim.sensitivity)
     )
     rows, skipped = _simulated(points, "simulate-scale", args.jobs)
-    projections = {p.name: scale.Projection(rows, p, args.bucket_mib, args.batch) for p in platforms}
+    projections = {p.name: scale.Projection(rows, p, bucket_mib, sim.batch_per_rank) for p in platforms}
     steps = [s for proj in projections.values() for s in scale.steps(proj)]
     compared = papers.compare(claims, projections)
     _write_tables(
@@ -670,11 +705,11 @@ def cmd_simulate_scale(args: argparse.Namespace) -> None:
         },
         {
             "platforms": [p.as_dict() for p in platforms],
-            "bucket_mib": args.bucket_mib,
-            "batch_per_rank": args.batch,
-            "colors": args.colors,
-            "corners": args.corners,
-            "sensitivity": args.sensitivity,
+            "bucket_mib": bucket_mib,
+            "batch_per_rank": sim.batch_per_rank,
+            "colors": colors,
+            "corners": sim.corners,
+            "sensitivity": sim.sensitivity,
             "skipped": skipped,
         },
         "scale.json",
@@ -741,14 +776,14 @@ def cmd_reproduce(args: argparse.Namespace) -> None:
     print(f"{len(table)} claims: {tally(table)} -> {args.out}", file=sys.stderr)
 
 
-def _platform_args(s: argparse.ArgumentParser, default: str) -> None:
-    """--platform, --platforms, --bench and --colors, shared by the simulate commands."""
-    s.add_argument(
-        "--platform",
-        default=default,
-        help="comma-separated platform names of --platforms, `all`, or "
-        f"this-machine (fitted from --bench) (default {default})",
-    )
+def _platform_args(s: argparse.ArgumentParser, default: str | None) -> None:
+    """--platform (``default`` None: it sets simulate.platforms), --platforms, --bench and --colors, shared by the
+    simulate commands."""
+    what = "platform names of --platforms, `all`, or this-machine (fitted from --bench)"
+    if default is None:
+        _setting(s, "--platform", "simulate.platforms", what, listed=True)
+    else:
+        s.add_argument("--platform", default=default, help=f"comma-separated {what} (default {default})")
     s.add_argument(
         "--platforms",
         default="config/platforms.yaml",
@@ -756,13 +791,13 @@ def _platform_args(s: argparse.ArgumentParser, default: str) -> None:
         help="platform descriptions (default config/platforms.yaml)",
     )
     s.add_argument("--bench", nargs="*", default=[], metavar="GLOB", help="bench JSONs to fit this-machine from")
-    s.add_argument("--colors", type=_count(1), default=2, help="multicolor colors, at least 1 (default 2)")
+    _setting(s, "--colors", "comm.colors", "multicolor colors, at least 1", type=_count(1))
     _jobs_arg(s)
 
 
 def _bucket_mib_arg(s: argparse.ArgumentParser, what: str) -> None:
     """--bucket-mib: ResNet-50's gradient buckets as training cuts them (train.bucket_mib)."""
-    s.add_argument("--bucket-mib", type=_positive_float, default=25.0, help=f"{what} (train.bucket_mib; default 25)")
+    _setting(s, "--bucket-mib", "train.bucket_mib", what, type=_positive_float)
 
 
 def _jobs_arg(s: argparse.ArgumentParser) -> None:
@@ -1011,26 +1046,19 @@ def parser() -> argparse.ArgumentParser:
         description="Least squares on relative error; prints residuals; projects one all-reduce of "
         "ResNet-50's gradients onto a fat tree and a 2-D torus.",
     )
+    _add_config_flags(s)
     s.add_argument("--bench", nargs="+", required=True, metavar="GLOB", help="bench JSON files (globs allowed)")
     s.add_argument("--algos", help="comma-separated algorithms to fit (default: all in the files)")
     s.add_argument("--out", required=True, metavar="FILE", help="JSON with fits, residuals and projection")
-    s.add_argument(
-        "--ranks",
-        default="64,256,1024",
-        help="rank counts to project to, each on the platforms that hold it (default 64,256,1024)",
-    )
+    _setting(s, "--ranks", "simulate.ranks", "rank counts to project to, each on the platforms that hold it", True)
     s.add_argument(
         "--bytes",
         type=_positive_float,
         default=RESNET50_GRADIENT_BYTES,
         help="bytes per all-reduce (default: ResNet-50, 102 MB)",
     )
-    s.add_argument(
-        "--colors", type=_count(1), default=2, help="multicolor colors in the projection, at least 1 (default 2)"
-    )
-    s.add_argument(
-        "--platform", default="all", help="comma-separated platform names of --platforms to project onto, or all"
-    )
+    _setting(s, "--colors", "comm.colors", "multicolor colors in the projection, at least 1", type=_count(1))
+    _setting(s, "--platform", "simulate.platforms", "platform names of --platforms to project onto, or all", True)
     s.add_argument(
         "--platforms",
         default="config/platforms.yaml",
@@ -1047,6 +1075,7 @@ def parser() -> argparse.ArgumentParser:
         "process per point. Needs SimGrid's Python module: "
         "sudo apt-get install python3-simgrid.",
     )
+    _add_config_flags(s)
     _platform_args(s, "tpu-v3-pod")
     s.add_argument("--algos", default="ring,torus2d", help="comma-separated algorithms (default ring,torus2d)")
     s.add_argument("--ranks", default="16,64", help="comma-separated rank counts (default 16,64)")
@@ -1069,6 +1098,7 @@ def parser() -> argparse.ArgumentParser:
         "described and at its network corners, and writes published.csv, published_summary.csv "
         "and published.json.",
     )
+    _add_config_flags(s)
     s.add_argument("--bench", nargs="+", metavar="GLOB", help="bench JSON files (globs allowed)")
     s.add_argument("--published", action="store_true", help="check against the measurements: of --platforms instead")
     s.add_argument(
@@ -1092,50 +1122,49 @@ def parser() -> argparse.ArgumentParser:
         "them. Writes "
         "scale_points.csv, scale.csv, papers.csv and scale.json.",
     )
-    _platform_args(s, "all")
-    s.add_argument(
-        "--algos",
-        default="ring,multicolor,multiring,torus2d,native",
-        help="comma-separated algorithms (default ring,multicolor,multiring,torus2d,native)",
-    )
-    s.add_argument(
-        "--ranks",
-        default="8,64,256,1024",
-        help="comma-separated rank counts; those a platform cannot hold are left out (default 8,64,256,1024)",
-    )
-    s.add_argument(
+    _add_config_flags(s)
+    _platform_args(s, None)
+    _setting(s, "--algos", "simulate.algorithms", "algorithms", listed=True)
+    _setting(s, "--ranks", "simulate.ranks", "rank counts; those a platform cannot hold are left out", listed=True)
+    _setting(
+        s,
         "--dtypes",
-        default="float32",
-        help="gradient types of the --ranks grid, float32 and/or bfloat16 (default float32, as simulate.dtypes; "
-        "a claim's own type is always simulated for it)",
+        "simulate.dtypes",
+        "gradient types of the --ranks grid, float32 and/or bfloat16 (a claim's own type is always simulated for it)",
+        listed=True,
     )
     _bucket_mib_arg(s, "gradient bucket size as training cuts it")
-    s.add_argument(
+    _setting(
+        s,
         "--claims-max-ranks",
-        type=_count(0),
-        default=1024,
-        help="also simulate the points the published "
-        "claims of --platforms need, up to this many ranks (default 1024; the 1-D ring there takes minutes)",
-    )
-    s.add_argument(
-        "--batch",
+        "simulate.claims_max_ranks",
+        "also simulate the points the published claims of --platforms need, up to this many ranks (at 1,024 the "
+        "1-D ring takes minutes)",
         type=_count(1),
-        default=32,
-        help="images per rank per step (default 32, as Goyal et al. and Ying et al.: 32,768 on 1,024 chips)",
     )
-    s.add_argument(
+    _setting(
+        s,
+        "--batch",
+        "simulate.batch_per_rank",
+        "images per rank per step (Goyal et al. and Ying et al.: 32, so 32,768 on 1,024 chips)",
+        type=_count(1),
+    )
+    _setting(
+        s,
         "--corners",
+        "simulate.corners",
+        "simulate the grid of --ranks at the network corners too, so its bands span the network's ranges "
+        "(three times the simulations; without, the grid's bands span the rate and overlap only; the claims' "
+        "points are always simulated at the corners)",
         action=argparse.BooleanOptionalAction,
-        default=False,
-        help="simulate the grid of --ranks at the network corners too, so its bands span the network's ranges "
-        "(three times the simulations; default off, as simulate.corners: the grid's bands span the rate and "
-        "overlap only; the claims' points are always simulated at the corners)",
     )
-    s.add_argument(
+    _setting(
+        s,
         "--sensitivity",
-        action="store_true",
-        help="also simulate the claims with each ranged network number alone at either end of its range, for "
+        "simulate.sensitivity",
+        "also simulate the claims with each ranged network number alone at either end of its range, for "
         "the sensitivity table (two more simulations per number; the compute rate and overlap need none)",
+        action=argparse.BooleanOptionalAction,
     )
     s.add_argument("--out", required=True, metavar="DIR", help="folder for the tables")
     s.set_defaults(fn=cmd_simulate_scale)

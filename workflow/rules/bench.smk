@@ -33,9 +33,7 @@ rule cost_model:
     conda:
         "../envs/scalerepro.yaml"
     params:
-        platforms=",".join(CFG.simulate.platforms),
-        ranks=",".join(map(str, CFG.simulate.ranks)),
-        colors=CFG.comm.colors,
+        cfg=sections("simulate.platforms", "simulate.ranks", "comm.colors"),
     shell:
-        "scalerepro cost-model --bench {input.bench} --platforms {input.platforms} --platform {params.platforms}"
-        " --ranks {params.ranks} --colors {params.colors} --out {output} > {log} 2>&1"
+        "scalerepro cost-model --config-json {params.cfg:q} --bench {input.bench} --platforms {input.platforms}"
+        " --out {output} > {log} 2>&1"

@@ -68,8 +68,15 @@ wildcard_constraints:
 
 
 def sections(*names):
-    """The named config sections as one JSON object for --config-json."""
-    return json.dumps({name: config[name] for name in names}, sort_keys=True)
+    """The named config sections, or single keys (section.key), as one JSON object for --config-json."""
+    picked = {}
+    for name in names:
+        section, _, key = name.partition(".")
+        if key:
+            picked.setdefault(section, {})[key] = config[section][key]
+        else:
+            picked[section] = config[section]
+    return json.dumps(picked, sort_keys=True)
 
 
 def mpi_resources(runtime_min, gpus=True, **extra):

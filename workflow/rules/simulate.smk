@@ -32,19 +32,7 @@ rule simulate_scale:
     threads: 2
     params:
         out=lambda w, output: Path(output[0]).parent,
-        platforms=",".join(CFG.simulate.platforms),
-        algos=",".join(CFG.simulate.algorithms),
-        ranks=",".join(map(str, CFG.simulate.ranks)),
-        dtypes=",".join(CFG.simulate.dtypes),
-        bucket_mib=CFG.train.bucket_mib,
-        claims_max_ranks=CFG.simulate.claims_max_ranks,
-        batch=CFG.simulate.batch_per_rank,
-        colors=CFG.comm.colors,
-        corners="--corners" if CFG.simulate.corners else "--no-corners",
-        sensitivity="--sensitivity" if CFG.simulate.sensitivity else "",
+        cfg=sections("simulate", "comm.colors", "train.bucket_mib"),
     shell:
-        "scalerepro simulate-scale --platforms {input.platforms} --platform {params.platforms} --algos {params.algos}"
-        " --ranks {params.ranks} --dtypes {params.dtypes} --bucket-mib {params.bucket_mib}"
-        " --claims-max-ranks {params.claims_max_ranks} --batch {params.batch} {params.corners} {params.sensitivity}"
-        " --colors {params.colors} --jobs {threads}"
+        "scalerepro simulate-scale --config-json {params.cfg:q} --platforms {input.platforms} --jobs {threads}"
         " --out {params.out} > {log} 2>&1"

@@ -131,9 +131,9 @@ def test_cli_fits_and_projects(tmp_path):
     )
     (tmp_path / "n4.json").write_text(json.dumps(bench4))
     out = tmp_path / "cm.json"
+    args = ["cost-model", "--bench", str(tmp_path / "n*.json"), "--ranks", "64,256,1024", "--out", str(out)]
     proc = subprocess.run(
-        [sys.executable, "-m", "scalerepro.cli", "cost-model", "--bench", str(tmp_path / "n*.json"), "--out", str(out)]
-        + ["--ranks", "64,256,1024"],
+        [sys.executable, "-m", "scalerepro.cli", *args],
         capture_output=True,
         text=True,
         timeout=120,

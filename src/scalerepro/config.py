@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 from jsonschema import Draft202012Validator, validators
 
-from scalerepro.comm.shapes import check_config_grid
+from scalerepro.comm.algorithms import check_config_grid
 from scalerepro.errors import UserError
 from scalerepro.io import read_yaml
 

@@ -9,9 +9,9 @@ import pytest
 
 from scalerepro.comm import auto, costmodel
 from scalerepro.comm.algorithms import ALGORITHMS, AUTO, MODULES, names
-from scalerepro.comm.schedule import Spec
-from scalerepro.comm.shapes import GRID_DIMS
+from scalerepro.comm.schedule import AllReduce, Recv, Send, Spec, every_rank
 from scalerepro.config import schema
+from scalerepro.errors import UserError
 
 
 def test_the_schemas_algorithm_enum_is_the_table():
@@ -28,7 +28,6 @@ def test_every_algorithm_has_a_cost_model_and_known_grid():
         assert alpha > 0, name
         assert beta > 0, name
         assert costmodel.modelled_as(name) in ALGORITHMS
-    assert set(GRID_DIMS) <= set(ALGORITHMS)
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
@@ -57,3 +56,39 @@ def test_algorithm_modules_are_leaves():
     for module in MODULES:
         extra = _imports(Path(module.__file__ or "")) - allowed
         assert not extra, f"{module.__name__} imports {sorted(extra)}"
+
+
+def _op_kinds(name: str, spec: Spec) -> set[type]:
+    """The kinds of step (Send, Recv, AllReduce) in every rank's schedule of ``name``."""
+    schedules = every_rank(ALGORITHMS[name].schedule, spec)
+    return {type(op) for s in schedules for lane in s.lanes for step in lane for op in step}
+
+
+def test_each_algorithm_says_truly_whether_its_schedule_holds_library_collectives():
+    spec = Spec(p=8, rank=0, count=1 << 12, nodes=(0, 0, 0, 0, 1, 1, 1, 1))
+    for name, algo in ALGORITHMS.items():
+        kinds = _op_kinds(name, spec)
+        assert kinds, name
+        assert (AllReduce in kinds) == algo.collectives, (name, kinds)
+        assert algo.point_to_point == (kinds <= {Send, Recv}), name
+
+
+@pytest.mark.parametrize("name", list(ALGORITHMS))
+def test_each_algorithm_says_truly_whether_it_lays_the_ranks_on_comm_grid(name):
+    """A grid algorithm refuses a grid of the wrong dimension count or size; any other ignores comm.grid."""
+    algo = ALGORITHMS[name]
+
+    def build(grid: tuple[int, ...]) -> None:
+        every_rank(algo.schedule, Spec(p=8, rank=0, count=1 << 10, grid=grid, nodes=(0,) * 8))
+
+    if not algo.grid:
+        build((3,))  # fits nothing: ignored
+        return
+    with pytest.raises(UserError, match="comm.grid"):
+        build((3, 3))  # 9 ranks, not 8
+    for dims, grid in ((1, (8,)), (2, (4, 2)), (3, (2, 2, 2))):
+        if algo.takes_grid(dims):
+            build(grid)
+        else:
+            with pytest.raises(UserError, match=f"must have {algo.grid_dims} dimensions"):
+                build(grid)

@@ -21,8 +21,9 @@ from scalerepro.comm.schedule import (
 )
 from scalerepro.errors import UserError
 
-POINT_TO_POINT = ["ring", "rabenseifner", "multicolor", "multiring", "torus2d", "torus2d-3phase", "torus2d-4link"]
-WITH_COLLECTIVES = ["hierarchical", "native", "gloo", "nccl"]
+POINT_TO_POINT = [name for name, a in ALGORITHMS.items() if a.point_to_point]
+WITH_COLLECTIVES = [name for name, a in ALGORITHMS.items() if not a.point_to_point]
+SCHEDULED = [name for name, a in ALGORITHMS.items() if a.executor is None]  # run by this project's executors
 LAYOUTS = {
     1: [()],
     2: [(), (0, 1)],
@@ -73,7 +74,7 @@ def test_schedule_sums_to_the_same_bits_everywhere(algo, p, nodes, count):
         check_aligned(schedules)
 
 
-@pytest.mark.parametrize("algo", [*POINT_TO_POINT, "hierarchical"])
+@pytest.mark.parametrize("algo", SCHEDULED)
 def test_lanes_in_lockstep_finish_too(algo):
     """The torch executor serves lanes round by round; no schedule may need one lane to run ahead."""
     spec = Spec(6, 0, 100_003, colors=3, chunk_bytes=32 * 1024, nodes=(0, 0, 0, 1, 1, 1))

@@ -1,18 +1,23 @@
 """The table of all-reduce algorithms: name -> schedule, pure (no MPI, no torch), for executors and models alike.
 
 An algorithm is a module with ``NAME`` and ``schedule(spec)`` (see
-:mod:`scalerepro.comm.schedule`); ``EXECUTOR`` and ``DEVICE`` pin the
-library collectives to their library (``native``: MPI; ``gloo``: torch on
-the CPU; ``nccl``: torch on CUDA); a library collective's ``model(spec)``,
-where it has one, is what the simulator and the cost model run in its
-place (else its executor's default model,
-:data:`scalerepro.comm.costmodel.LIBRARY_MODEL`). This table imports the algorithm
-modules; they never import it. To add an algorithm: write its module and
-list it in ``MODULES``.
+:mod:`scalerepro.comm.schedule`) that describes itself: ``EXECUTOR`` and
+``DEVICE`` pin the library collectives to their library (``native``: MPI;
+``gloo``: torch on the CPU; ``nccl``: torch on CUDA); ``GRID_DIMS``, where
+present, says it lays the ranks on ``comm.grid`` and how many dimensions
+that grid needs (None: any); ``COLLECTIVES = True`` says its schedule
+holds library all-reduces (a schedule of point-to-point messages only
+is the default); a library collective's ``model(spec)``, where it has one,
+is what the simulator and the cost model run in its place (else its
+executor's default model, :data:`scalerepro.comm.costmodel.LIBRARY_MODEL`).
+This table imports the algorithm modules; they never import it. To add an
+algorithm: write its module and list it in ``MODULES``; the tests, the
+schema's list, the cost model and the simulator take it from here.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -51,22 +56,45 @@ AUTO = "auto"  # not a schedule: picks one of the others per size (scalerepro.co
 
 @dataclass(frozen=True)
 class Algorithm:
-    """A registered algorithm: its schedule, the executor and device kind it is pinned to (None: any), and
-    the schedule that models a library collective (None: its executor's default model)."""
+    """A registered algorithm: its schedule, the executor and device kind it is pinned to (None: any), the
+    schedule that models a library collective (None: its executor's default model), whether it lays the ranks
+    on comm.grid (``grid``, of ``grid_dims`` dimensions, None: any), and whether its schedule holds library
+    collectives."""
 
     name: str
     schedule: Callable[[Spec], Schedule]
     executor: str | None = None
     device: str | None = None
     model: Callable[[Spec], Schedule] | None = None
+    grid: bool = False
+    grid_dims: int | None = None
+    collectives: bool = False
+
+    @property
+    def point_to_point(self) -> bool:
+        """Its schedule is messages between ranks only (no library collective inside)."""
+        return not self.collectives
+
+    def takes_grid(self, dims: int) -> bool:
+        """It lays the ranks on a grid of ``dims`` dimensions."""
+        return self.grid and self.grid_dims in (None, dims)
 
 
-ALGORITHMS: dict[str, Algorithm] = {
-    m.NAME: Algorithm(
-        m.NAME, m.schedule, getattr(m, "EXECUTOR", None), getattr(m, "DEVICE", None), getattr(m, "model", None)
+def _described(m: ModuleType) -> Algorithm:
+    """The table's entry for algorithm module ``m``, from what the module says of itself."""
+    return Algorithm(
+        m.NAME,
+        m.schedule,
+        getattr(m, "EXECUTOR", None),
+        getattr(m, "DEVICE", None),
+        getattr(m, "model", None),
+        grid=hasattr(m, "GRID_DIMS"),
+        grid_dims=getattr(m, "GRID_DIMS", None),
+        collectives=bool(getattr(m, "COLLECTIVES", False) or hasattr(m, "EXECUTOR")),
     )
-    for m in MODULES
-}
+
+
+ALGORITHMS: dict[str, Algorithm] = {m.NAME: _described(m) for m in MODULES}
 
 
 def names(device: str | None = None) -> list[str]:
@@ -84,3 +112,30 @@ def get(name: str) -> Algorithm | None:
         return ALGORITHMS[name]
     except KeyError:
         raise UserError(f"unknown all-reduce algorithm {name!r}; choose one of: {', '.join(names())}") from None
+
+
+def on_grid(name: str, dims: int) -> bool:
+    """Algorithm ``name`` (``auto`` or an unknown name: no) lays the ranks on a grid of ``dims`` dimensions."""
+    algo = ALGORITHMS.get(name)
+    return algo is not None and algo.takes_grid(dims)
+
+
+def check_config_grid(grid: tuple[int, ...], ranks: dict[str, list[int]], algorithms: dict[str, list[str]]) -> None:
+    """A fixed comm.grid fits every rank count of every section that runs a grid algorithm; else name the keys."""
+    if not grid:
+        return
+    for section, counts in ranks.items():
+        users = [a for a in algorithms[section] if a in ALGORITHMS and ALGORITHMS[a].grid]
+        wrong_dims = [a for a in users if not ALGORITHMS[a].takes_grid(len(grid))]
+        if wrong_dims:
+            raise UserError(
+                f"invalid configuration:\n  comm.grid {list(grid)} has {len(grid)} dimensions but "
+                f"{section}.algorithms {wrong_dims} need {ALGORITHMS[wrong_dims[0]].grid_dims}"
+            )
+        misfit = [p for p in counts if math.prod(grid) != p]
+        if users and misfit:
+            raise UserError(
+                f"invalid configuration:\n  comm.grid {list(grid)} holds {math.prod(grid)} ranks, but "
+                f"{section}.ranks has {misfit} for {users}; leave comm.grid empty (the shape then comes "
+                f"from the rank count and node layout) or run only {math.prod(grid)} ranks"
+            )

@@ -48,10 +48,10 @@ from typing import Any
 import numpy as np
 
 from scalerepro.comm import rabenseifner, ring
-from scalerepro.comm.algorithms import ALGORITHMS
+from scalerepro.comm.algorithms import ALGORITHMS, on_grid
 from scalerepro.comm.benchfile import ran
 from scalerepro.comm.schedule import AllReduce, Recv, Schedule, Send, Spec, Stage
-from scalerepro.comm.shapes import GRID_DIMS, squarest
+from scalerepro.comm.shapes import squarest
 from scalerepro.errors import UserError
 
 RESNET50_GRADIENT_BYTES = 25_557_032 * 4  # torchvision ResNet-50 parameters, float32
@@ -486,7 +486,7 @@ class Topology:
     def spec(self, algo: str, p: int, count: int, colors: int) -> Spec:
         """The schedule spec of ``algo`` on p ranks here: nodes of ranks_per_node, or the torus as the grid."""
         if self.kind == "torus2d":
-            grid = squarest(p) if GRID_DIMS.get(algo, 0) in (None, 2) else ()
+            grid = squarest(p) if on_grid(algo, 2) else ()
             return Spec(p, 0, count, 4, colors, UNPIPELINED, grid)
         g = min(self.ranks_per_node, p)
         return Spec(p, 0, count, 4, colors, UNPIPELINED, (), tuple(r // g for r in range(p)))

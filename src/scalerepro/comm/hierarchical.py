@@ -23,6 +23,7 @@ from scalerepro.comm import multiring, ring
 from scalerepro.comm.schedule import EMPTY, Schedule, Spec, check_uniform_nodes, reduced_to
 
 NAME = "hierarchical"
+COLLECTIVES = True  # its steps within a node are library all-reduces, not point-to-point messages
 LAYOUT = ("ring", "library")  # multiring's per-dimension algorithms on ranks per node x nodes
 
 

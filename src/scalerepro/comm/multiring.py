@@ -47,10 +47,11 @@ from scalerepro.comm.schedule import (
     reduced_to,
     ring_phases,
 )
-from scalerepro.comm.shapes import GRID_DIMS, line, resolve_grid
+from scalerepro.comm.shapes import line, resolve_grid
 from scalerepro.errors import UserError
 
 NAME = "multiring"
+GRID_DIMS = None  # lays the ranks on comm.grid, of any number of dimensions
 MAX_DIMS = 3  # DDL's X x Y x Z (ddl-readme#learners-grid)
 KINDS = ("ring", "library")
 
@@ -95,7 +96,7 @@ def schedule(spec: Spec) -> Schedule:
     """The grid's dimensions in turn, one lane per pipeline chunk (one lane if a dimension is the library)."""
     if spec.p == 1 or spec.count == 0:
         return EMPTY
-    dims = resolve_grid(spec.grid, spec.p, NAME, GRID_DIMS[NAME], default_grid(spec))
+    dims = resolve_grid(spec.grid, spec.p, NAME, GRID_DIMS, default_grid(spec))
     if len(dims) > MAX_DIMS:
         raise UserError(
             f"{NAME}: comm.grid {list(dims)} has {len(dims)} dimensions; DDL's grid has at most 3 (X x Y x Z)"

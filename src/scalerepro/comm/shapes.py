@@ -10,9 +10,6 @@ import math
 
 from scalerepro.errors import UserError
 
-# The algorithms that lay the ranks on comm.grid, and the dimension count each needs (None: any).
-GRID_DIMS: dict[str, int | None] = {"multiring": None, "torus2d": 2, "torus2d-3phase": 2, "torus2d-4link": 2}
-
 
 def factorizations(p: int, dims: int) -> list[tuple[int, ...]]:
     """Every ordered way to write p as a product of ``dims`` factors >= 1."""
@@ -55,24 +52,3 @@ def squarest(p: int) -> tuple[int, int]:
     """The 2-D shape X x Y = p with X >= Y closest to square."""
     x, y = max((f for f in factorizations(p, 2) if f[0] >= f[1]), key=lambda f: f[1])
     return x, y
-
-
-def check_config_grid(grid: tuple[int, ...], ranks: dict[str, list[int]], algorithms: dict[str, list[str]]) -> None:
-    """A fixed comm.grid fits every rank count of every section that runs a grid algorithm; else name the keys."""
-    if not grid:
-        return
-    for section, counts in ranks.items():
-        users = [a for a in algorithms[section] if a in GRID_DIMS]
-        wrong_dims = [a for a in users if GRID_DIMS[a] not in (None, len(grid))]
-        if wrong_dims:
-            raise UserError(
-                f"invalid configuration:\n  comm.grid {list(grid)} has {len(grid)} dimensions but "
-                f"{section}.algorithms {wrong_dims} need {GRID_DIMS[wrong_dims[0]]}"
-            )
-        misfit = [p for p in counts if math.prod(grid) != p]
-        if users and misfit:
-            raise UserError(
-                f"invalid configuration:\n  comm.grid {list(grid)} holds {math.prod(grid)} ranks, but "
-                f"{section}.ranks has {misfit} for {users}; leave comm.grid empty (the shape then comes "
-                f"from the rank count and node layout) or run only {math.prod(grid)} ranks"
-            )

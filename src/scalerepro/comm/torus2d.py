@@ -45,9 +45,10 @@ from scalerepro.comm.schedule import (
     reduced_to,
     ring_path,
 )
-from scalerepro.comm.shapes import GRID_DIMS, line, resolve_grid, squarest
+from scalerepro.comm.shapes import line, resolve_grid, squarest
 
 NAME = "torus2d"
+GRID_DIMS = 2  # lays the ranks on comm.grid, X x Y (the 2-D algorithms built on this module say so too)
 
 
 def default_grid(spec: Spec) -> tuple[int, int]:
@@ -60,7 +61,7 @@ def default_grid(spec: Spec) -> tuple[int, int]:
 
 def grid_of(spec: Spec, name: str) -> tuple[int, ...]:
     """The X x Y grid of a 2-D torus algorithm for ``spec``."""
-    return resolve_grid(spec.grid, spec.p, name, GRID_DIMS[name], default_grid(spec))
+    return resolve_grid(spec.grid, spec.p, name, GRID_DIMS, default_grid(spec))
 
 
 Parts = list[tuple[tuple[int, int], list[tuple[int, ...]]]]  # ((lo, hi), the rings it goes round, in order)

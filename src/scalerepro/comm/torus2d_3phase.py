@@ -24,6 +24,7 @@ from scalerepro.comm.schedule import Schedule, Spec
 from scalerepro.comm.torus2d import Parts, on_grid
 
 NAME = "torus2d-3phase"
+GRID_DIMS = 2  # lays the ranks on comm.grid, X x Y
 
 
 def schedule(spec: Spec) -> Schedule:

@@ -31,6 +31,7 @@ from scalerepro.comm.schedule import Schedule, Spec, bidir_path, pieces
 from scalerepro.comm.torus2d import Parts, on_grid
 
 NAME = "torus2d-4link"
+GRID_DIMS = 2  # lays the ranks on comm.grid, X x Y
 
 
 def schedule(spec: Spec) -> Schedule:

@@ -32,9 +32,9 @@ from collections import defaultdict, deque
 from dataclasses import dataclass
 from typing import Any, cast
 
+from scalerepro.comm.algorithms import on_grid
 from scalerepro.comm.costmodel import UNPIPELINED, no_cyclic_gc, schedules
 from scalerepro.comm.schedule import Recv, Schedule, Send, Spec
-from scalerepro.comm.shapes import GRID_DIMS
 from scalerepro.errors import UserError
 from scalerepro.sim.platforms import Platform
 
@@ -65,7 +65,7 @@ class Point:
     def spec(self) -> Spec:
         """The schedule spec: the torus slice as the grid of the 2-D algorithms, or the nodes of a fat tree."""
         dims, nodes = self.platform.ranks(self.ranks)
-        grid = self.grid or (dims if dims and GRID_DIMS.get(self.algorithm, 0) in (None, 2) else ())
+        grid = self.grid or (dims if dims and on_grid(self.algorithm, 2) else ())
         return Spec(
             self.ranks,
             0,

@@ -1,6 +1,6 @@
 """A setting has one home: the schema writes each key's default and range, and no command writes its own.
 
-A flag that sets a config key is declared with ``cli._setting``: it has no
+A flag that sets a config key is declared with ``scalerepro.cli.common.setting``: it has no
 default of its own, the schema checks what it is given, and unset the
 command takes the configuration's value. Every other flag whose name is a
 key of the schema is listed below with why it is not that key.
@@ -13,6 +13,7 @@ import argparse
 import pytest
 
 from scalerepro import cli
+from scalerepro.cli.common import load_config
 from scalerepro.config import schema
 from scalerepro.errors import UserError
 
@@ -69,7 +70,7 @@ def test_no_command_writes_its_own_default_for_a_config_key():
 
 def resolved(*argv: str):
     args = cli.parser().parse_args(["simulate-scale", "--out", "x", *argv])
-    return cli._config(args)
+    return load_config(args)
 
 
 def test_unset_setting_flags_take_the_schema_defaults():

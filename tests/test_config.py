@@ -11,7 +11,7 @@ import pytest
 import yaml
 from snakemake.utils import update_config
 
-from scalerepro.cli import _parse_set
+from scalerepro.cli.common import parse_set as _parse_set
 from scalerepro.config import ConfigWarning, from_mapping, load, schema, validate, validate_in_place
 from scalerepro.errors import UserError
 from tests.support import REPO

@@ -52,6 +52,6 @@ def test_the_cli_chooses_before_any_command_runs(tmp_path, monkeypatch):
     monkeypatch.setenv(NETMOD, "")
     monkeypatch.delenv(NETMOD)  # absent now; monkeypatch removes what the CLI sets after the test
     seen: dict[str, str | None] = {}
-    monkeypatch.setattr(cli, "cmd_collect", lambda _args: seen.update(netmod=os.environ.get(NETMOD)))
+    monkeypatch.setattr(cli.module("collect"), "command", lambda _args: seen.update(netmod=os.environ.get(NETMOD)))
     assert cli.main(["collect", "--out", str(tmp_path)]) == 0
     assert seen == {"netmod": "ofi"}

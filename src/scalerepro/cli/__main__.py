@@ -1,0 +1,7 @@
+"""``python -m scalerepro.cli``: as the ``scalerepro`` command."""
+
+import sys
+
+from scalerepro.cli import main
+
+sys.exit(main())

@@ -1,0 +1,46 @@
+"""``scalerepro analyze``: time-to-accuracy, throughput, scaling efficiency, baselines -> metrics.json."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from scalerepro.analysis.analyze import analyze
+
+DESCRIPTION = None
+
+
+def arguments(s: argparse.ArgumentParser) -> None:
+    """The flags of ``scalerepro analyze``."""
+    s.add_argument("--tables", required=True, metavar="DIR", help="folder written by `collect`")
+    s.add_argument("--baselines", required=True, metavar="FILE", help="published results (config/baselines.yaml)")
+    s.add_argument("--metrics", required=True, metavar="FILE", help="metrics JSON to write (DVC metrics)")
+    s.add_argument("--out", required=True, metavar="DIR", help="folder for analysis CSVs (DVC plots)")
+    s.add_argument(
+        "--costmodel",
+        metavar="FILE",
+        help="cost-model JSON (`scalerepro cost-model`): its projections to "
+        "the papers' scales join comparison.csv as 'projected' rows",
+    )
+    s.add_argument(
+        "--simulation",
+        metavar="DIR",
+        help="folder of `scalerepro simulate-validate` and `simulate-scale`: "
+        "simulated rows join comparison.csv; simulated.csv, papers.csv and validation.csv are written",
+    )
+
+
+def command(args: argparse.Namespace) -> None:
+    """Tables -> metrics.json and analysis tables."""
+
+    metrics = analyze(
+        Path(args.tables),
+        Path(args.baselines),
+        Path(args.metrics),
+        Path(args.out),
+        Path(args.costmodel) if args.costmodel else None,
+        Path(args.simulation) if args.simulation else None,
+    )
+    print(json.dumps(metrics["summary"], indent=2), file=sys.stderr)

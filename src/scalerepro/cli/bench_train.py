@@ -1,0 +1,81 @@
+"""``scalerepro bench-train``: training throughput: our loop vs PyTorch DDP, same run (under mpiexec/srun)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from scalerepro.baselines import published_per_accelerator
+from scalerepro.cli.common import add_config_flags, load_config
+from scalerepro.errors import UserError
+from scalerepro.io import write_json_atomic
+from scalerepro.mpi import on_root, world
+from scalerepro.provenance import record
+from scalerepro.train import bench
+from scalerepro.train.trainer import check_algorithm
+
+DESCRIPTION = (
+    "Same model, seed, batch and in-memory batches on both sides; repetitions "
+    "interleaved; medians of images/s (max over ranks), their ratio, and our all-reduce "
+    "time per step. Batch norm is local on both sides."
+)
+
+
+def arguments(s: argparse.ArgumentParser) -> None:
+    """The flags of ``scalerepro bench-train``."""
+    add_config_flags(s)
+    s.add_argument("--algo", default="ring", help="our gradient all-reduce (default ring)")
+    s.add_argument("--out", required=True, metavar="FILE", help="JSON result file")
+    s.add_argument("--steps", type=int, default=20, help="timed steps per repetition and side (default 20)")
+    s.add_argument("--warmup", type=int, default=3, help="untimed steps per side first (default 3)")
+    s.add_argument("--reps", type=int, default=5, help="repetitions (default 5; medians reported)")
+    s.add_argument("--classes", type=int, default=10, help="classes of the synthetic labels (default 10)")
+    s.add_argument(
+        "--baselines",
+        metavar="FILE",
+        help="also print the published images/s per accelerator from this "
+        "file (config/baselines.yaml) for the configured model",
+    )
+
+
+def command(args: argparse.Namespace) -> None:
+    """Our training loop vs PyTorch DDP, same model, batch and data, same run (under mpiexec/srun); JSON + table."""
+
+    cfg = load_config(args)
+    check_algorithm(args.algo)
+    if min(args.steps, args.reps) < 1 or args.warmup < 0:
+        raise UserError(
+            f"--steps {args.steps} --reps {args.reps} --warmup {args.warmup}: steps and reps must be >= 1, warmup >= 0"
+        )
+    spec = bench.TrainBenchSpec(args.algo, args.steps, args.warmup, args.reps, args.classes)
+    comm = world()
+    result = bench.run(cfg, spec, comm, _root_printer(comm))
+    out = {**record(comm), "spec": spec.__dict__, "config": cfg.to_dict(), **result}
+    if args.baselines:
+        out["published_per_accelerator"] = published_per_accelerator(Path(args.baselines), cfg.train.model)
+    on_root(comm, lambda: write_json_atomic(args.out, out))
+    on_root(
+        comm,
+        lambda: print(
+            bench.format_summary(result["summary"])
+            + "".join(
+                f"\npublished {b['work']}: {b['images_per_s_per_accelerator']:.0f} images/s per accelerator "
+                f"({b['hardware']})"
+                for b in out.get("published_per_accelerator", [])
+            ),
+            file=sys.stderr,
+        ),
+    )
+
+
+def _root_printer(comm: Any) -> Callable[[str], None]:
+    """A progress callback printing each line to stderr on rank 0 only."""
+
+    def emit(line: str) -> None:
+        if comm.rank == 0:
+            print(line, file=sys.stderr, flush=True)
+
+    return emit

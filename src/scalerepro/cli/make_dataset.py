@@ -1,0 +1,32 @@
+"""``scalerepro make-dataset``: generate the deterministic synthetic ImageNet-layout dataset."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import fields
+from pathlib import Path
+
+from scalerepro.cli.common import (
+    add_config_flags,
+    load_config,
+    progress,
+)
+from scalerepro.data.synth import SynthSpec, generate
+
+DESCRIPTION = "Write <root>/<name>/{train,val}/<wnid>/*.JPEG; same seed, same bytes."
+
+
+def arguments(s: argparse.ArgumentParser) -> None:
+    """The flags of ``scalerepro make-dataset``."""
+    add_config_flags(s)
+    s.add_argument("--out", metavar="ROOT", help="folder to write <name>/ into (default: dataset.root)")
+
+
+def command(args: argparse.Namespace) -> None:
+    """Generate the synthetic dataset."""
+
+    ds = load_config(args).dataset
+    spec = SynthSpec(**{f.name: getattr(ds, f.name) for f in fields(SynthSpec) if hasattr(ds, f.name)})
+    root = Path(args.out) if args.out else Path(ds.root)
+    path = generate(spec, root, progress("make-dataset"))
+    print(path)

@@ -32,6 +32,7 @@ NOT_CONFIG = {
     ("simulate", "ranks"): "the rank counts of one free-standing simulation; simulate.ranks is the scale grid",
     ("simulate-validate", "platforms"): "the platforms file; simulate.platforms names platforms in it",
     ("simulate-scale", "platforms"): "the platforms file; simulate.platforms names platforms in it (--platform)",
+    ("algorithms", "name"): "the algorithm to describe; dataset.name names the dataset",
 }
 
 

@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 from jsonschema import Draft202012Validator, validators
 
-from scalerepro.comm.algorithms import check_config_grid
+from scalerepro.comm.algorithms import ALGORITHMS, AUTO, check_config_grid
 from scalerepro.errors import UserError
 from scalerepro.io import read_yaml
 
@@ -326,9 +326,11 @@ def _asdict(obj: Any) -> Any:
 
 @lru_cache(maxsize=4)
 def schema(path: str | None = None) -> dict[str, Any]:
-    """The configuration JSON schema (the packaged copy, or the file at ``path``)."""
+    """The configuration JSON schema (the packaged copy, or the file at ``path``), its algorithm names taken from
+    the algorithm table (:data:`scalerepro.comm.algorithms.ALGORITHMS`, then ``auto``)."""
     source = resources.files("scalerepro").joinpath("schemas/config.schema.yaml") if path is None else Path(path)
     doc: dict[str, Any] = yaml.safe_load(source.read_text())
+    doc["$defs"]["algorithm"]["enum"] = [*ALGORITHMS, AUTO]
     return doc
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import ast
+from importlib import resources
 from pathlib import Path
 
 import pytest
+import yaml
 
 from scalerepro.comm import auto, costmodel
 from scalerepro.comm.algorithms import ALGORITHMS, AUTO, MODULES, names
@@ -15,7 +17,10 @@ from scalerepro.errors import UserError
 
 
 def test_the_schemas_algorithm_enum_is_the_table():
-    """Every config key that names algorithms takes exactly the table's names (and auto where it can run)."""
+    """Every config key that names algorithms takes exactly the table's names (and auto where it can run): the
+    schema file lists none of its own, the loaded schema takes them from the table."""
+    raw = yaml.safe_load(resources.files("scalerepro").joinpath("schemas/config.schema.yaml").read_text())
+    assert "enum" not in raw["$defs"]["algorithm"]
     defs = schema()["$defs"]
     assert defs["algorithm"]["enum"] == [*ALGORITHMS, AUTO]
     assert sorted(defs["algorithm"]["enum"]) == names()
@@ -92,3 +97,24 @@ def test_each_algorithm_says_truly_whether_it_lays_the_ranks_on_comm_grid(name):
         else:
             with pytest.raises(UserError, match=f"must have {algo.grid_dims} dimensions"):
                 build(grid)
+
+
+def test_the_algorithms_command_lists_the_table_with_the_cost_models_terms(capsys):
+    from scalerepro.cli import main
+
+    assert main(["algorithms"]) == 0
+    rows = {line.split("|")[1].strip().strip("`"): line for line in capsys.readouterr().out.splitlines()[2:]}
+    assert list(rows) == [*ALGORITHMS, AUTO]
+    a, b, g = costmodel.terms("rabenseifner", Spec(8, 0, (16 << 20) // 4))
+    assert f"| {a:g}, {b / (16 << 20):.3g}, {g / (16 << 20):.3g} |" in rows["rabenseifner"]
+    assert "| 2-D |" in rows["torus2d"]
+    assert "| library collectives |" in rows["hierarchical"]
+
+
+def test_the_algorithms_command_prints_one_modules_description(capsys):
+    from scalerepro.cli import main
+
+    assert main(["algorithms", "--name", "ring"]) == 0
+    assert capsys.readouterr().out.startswith("``ring``: reduce-scatter then all-gather")
+    assert main(["algorithms", "--name", "tree"]) == 2
+    assert "--name tree: no such algorithm; choose one of: native," in capsys.readouterr().err

@@ -49,6 +49,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "mlperf-log": ("mlperf_log", "run event logs -> MLPerf training logs (<run id>.txt, :::MLLOG lines)"),
     "analyze": ("analyze", "time-to-accuracy, throughput, scaling efficiency, baselines -> metrics.json"),
     "plot": ("plot", "seaborn figures from the analysis tables"),
+    "algorithms": ("algorithms", "every all-reduce algorithm as its module describes itself, with its cost terms"),
     "reproduce": (
         "reproduce",
         "one reproduction card per paper: claims, their sources, measured and on what, simulated, verdict",

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from scalerepro.comm import (
+    dbtree,
     gloo,
     hierarchical,
     multicolor,
@@ -50,6 +51,7 @@ MODULES: tuple[ModuleType, ...] = (
     torus2d_3phase,
     torus2d_4link,
     hierarchical,
+    dbtree,
 )
 AUTO = "auto"  # not a schedule: picks one of the others per size (scalerepro.comm.auto)
 

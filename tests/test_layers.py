@@ -154,3 +154,27 @@ def test_reading_results_starts_no_mpi():
     proc = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+MAX_FUNCTION_LINES = 80
+
+
+def long_functions(src: Path = SRC, limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """Every function or method in ``src`` longer than ``limit`` lines, as 'file:line name (n lines)'."""
+    found = []
+    for path in sorted(src.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = (node.end_lineno or node.lineno) - node.lineno + 1
+                if n > limit:
+                    found.append(f"{path.relative_to(src.parent)}:{node.lineno} {node.name} ({n} lines)")
+    return found
+
+
+def test_no_function_is_longer_than_80_lines():
+    assert long_functions() == []
+
+
+def test_the_length_check_is_live(tmp_path):
+    (tmp_path / "m.py").write_text("def f():\n" + "    x = 1\n" * 80)
+    assert long_functions(tmp_path) == [f"{tmp_path.name}/m.py:1 f (81 lines)"]

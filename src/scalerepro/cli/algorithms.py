@@ -36,7 +36,7 @@ def command(args: argparse.Namespace) -> None:
         print(inspect.cleandoc(modules[args.name].__doc__ or ""))
         return
     print(
-        "| name | module | what it is | runs on | grid | steps | 8 ranks, 1 node: A, B/n, G/n | 16 ranks, 4 nodes: A |"
+        "| name | module | what it is | runs on | grid | schedule | 8 ranks, 1 node: A, B/n, G/n | 16 on 4 nodes: A |"
     )
     print("|---|---|---|---|---|---|---|---|")
     for name, algo in ALGORITHMS.items():
@@ -44,7 +44,7 @@ def command(args: argparse.Namespace) -> None:
         print(
             f"| `{name}` | `{module.__name__.rsplit('.', 1)[-1]}.py` | {summary(module.__doc__ or '')} | "
             f"{runs_on(algo)} | {grid(algo)} | {'point-to-point' if algo.point_to_point else 'library collectives'} "
-            f"| {costs(name, ONE_NODE)} | {costs(name, FOUR_NODES).split(',')[0]} |"
+            f"| {costs(name, ONE_NODE)} | {costs(name, FOUR_NODES, per_byte=False)} |"
         )
     print(f"| `{AUTO}` | `auto.py` | picks one of the above per message size and rank count | | | | | |")
 
@@ -56,7 +56,7 @@ def summary(doc: str) -> str:
 
 
 def runs_on(algo: Algorithm) -> str:
-    """Executor and device it is pinned to, or ``any``."""
+    """The executor and device it is pinned to, or ``either executor``."""
     return " ".join(x for x in (algo.executor, algo.device) if x) or "either executor"
 
 
@@ -67,11 +67,11 @@ def grid(algo: Algorithm) -> str:
     return "any dims" if algo.grid_dims is None else f"{algo.grid_dims}-D"
 
 
-def costs(name: str, spec: Spec) -> str:
-    """A, B/n, G/n of ``name`` on ``spec`` (the cost model's terms), or why there are none."""
+def costs(name: str, spec: Spec, per_byte: bool = True) -> str:
+    """A (and, ``per_byte``, B/n and G/n) of ``name`` on ``spec``: the cost model's terms, or why there are none."""
     try:
         a, b, g = terms(name, spec)
     except UserError as exc:
         return f"n/a ({exc})"
     n = spec.count * spec.itemsize
-    return f"{a:g}, {b / n:.3g}, {g / n:.3g}"
+    return f"{a:g}, {b / n:.3g}, {g / n:.3g}" if per_byte else f"{a:g}"

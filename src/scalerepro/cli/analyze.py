@@ -34,7 +34,6 @@ def arguments(s: argparse.ArgumentParser) -> None:
 
 def command(args: argparse.Namespace) -> None:
     """Tables -> metrics.json and analysis tables."""
-
     metrics = analyze(
         Path(args.tables),
         Path(args.baselines),

@@ -44,7 +44,6 @@ def arguments(s: argparse.ArgumentParser) -> None:
 
 def command(args: argparse.Namespace) -> None:
     """All-reduce sweep with correctness check; JSON for analysis, a table for people."""
-
     cfg = load_config(args)
     b = cfg.bench
     algos = tuple(args.algos.split(",")) if args.algos else b.algorithms

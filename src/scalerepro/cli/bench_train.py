@@ -43,7 +43,6 @@ def arguments(s: argparse.ArgumentParser) -> None:
 
 def command(args: argparse.Namespace) -> None:
     """Our training loop vs PyTorch DDP, same model, batch and data, same run (under mpiexec/srun); JSON + table."""
-
     cfg = load_config(args)
     check_algorithm(args.algo)
     if min(args.steps, args.reps) < 1 or args.warmup < 0:

@@ -29,7 +29,6 @@ def arguments(s: argparse.ArgumentParser) -> None:
 
 def command(args: argparse.Namespace) -> None:
     """Remove a sweep's staged shards on the nodes that staged them, unless the config keeps them."""
-
     stage = load_config(args).stage
     records = [json.loads(Path(r).read_text()) for r in args.records]
     outcome = clean_sweep(records, stage.kept(args.launcher), args.launcher)

@@ -21,7 +21,6 @@ CONFIG_HELP = "YAML config file (e.g. config/config.yaml); keys missing there ta
 
 def progress(label: str, timed: bool = False) -> Callable[[int, int], None]:
     """A progress callback printing about every 10% (``timed``: every 1%, with the rate and time left) to stderr."""
-
     t0, last, first = time.monotonic(), -1, -1
     step = 1 if timed else 10
 
@@ -61,7 +60,6 @@ def expand(patterns: list[str]) -> list[Path]:
 
 def load_config(args: argparse.Namespace) -> Config:
     """The validated, frozen Config from --config, --config-json and --set (later wins), merged and validated once."""
-
     overrides = parse_set(args.set)
     for section, values in setting_overrides(args).items():
         overrides.setdefault(section, {}).update(values)

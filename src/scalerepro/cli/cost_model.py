@@ -53,7 +53,6 @@ def arguments(s: argparse.ArgumentParser) -> None:
 
 def command(args: argparse.Namespace) -> None:
     """Fit alpha/beta/gamma per algorithm from bench JSONs; print residuals; project ResNet-50 gradients."""
-
     cfg = load_config(args)
     paths, rows, gamma = bench_rows(args.bench)
     # auto is not one schedule (it picks per size), so it has no alpha-beta of its own

@@ -24,7 +24,6 @@ def arguments(s: argparse.ArgumentParser) -> None:
 
 def command(args: argparse.Namespace) -> None:
     """Generate the synthetic dataset."""
-
     ds = load_config(args).dataset
     spec = SynthSpec(**{f.name: getattr(ds, f.name) for f in fields(SynthSpec) if hasattr(ds, f.name)})
     root = Path(args.out) if args.out else Path(ds.root)

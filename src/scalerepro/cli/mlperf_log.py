@@ -36,7 +36,6 @@ def arguments(s: argparse.ArgumentParser) -> None:
 
 def command(args: argparse.Namespace) -> None:
     """One MLPerf training log (:::MLLOG lines) per run folder."""
-
     runs = [Path(p).parent if Path(p).name == "run.json" else Path(p) for p in expand(args.runs)]
     if not runs:
         raise UserError(f"no run folder matches {args.runs}; give run folders or their run.json files")

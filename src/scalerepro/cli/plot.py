@@ -19,6 +19,5 @@ def arguments(s: argparse.ArgumentParser) -> None:
 
 def command(args: argparse.Namespace) -> None:
     """Analysis tables -> figures."""
-
     for path in plot_all(Path(args.analysis), Path(args.out)):
         print(path, file=sys.stderr)

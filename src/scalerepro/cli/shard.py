@@ -39,7 +39,6 @@ def arguments(s: argparse.ArgumentParser) -> None:
 
 def command(args: argparse.Namespace) -> None:
     """Shard the train and/or val split."""
-
     cfg = load_config(args)
     source = Path(args.dataset) if args.dataset else cfg.dataset.path
     if not source.is_dir():

@@ -46,7 +46,6 @@ def arguments(s: argparse.ArgumentParser) -> None:
 
 def command(args: argparse.Namespace) -> None:
     """Simulate the algorithms' schedules on described platforms in SimGrid; write simulation.csv and .json."""
-
     load_simgrid()  # absent: one line naming the install command, before any work
     algos = [a for a in args.algos.split(",") if a]
     for algo in algos:

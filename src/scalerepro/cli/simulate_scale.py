@@ -83,7 +83,6 @@ def arguments(s: argparse.ArgumentParser) -> None:
 
 def command(args: argparse.Namespace) -> None:
     """ResNet-50's gradient buckets on every platform and algorithm; projected steps with bands; claims judged."""
-
     load_simgrid()
     cfg = load_config(args)
     sim, bucket_mib, colors = cfg.simulate, cfg.train.bucket_mib, cfg.comm.colors

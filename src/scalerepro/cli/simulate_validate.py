@@ -43,7 +43,6 @@ def arguments(s: argparse.ArgumentParser) -> None:
 
 def command(args: argparse.Namespace) -> None:
     """The simulator against measurements: this machine's bench (--bench), or others' clusters (--published)."""
-
     if bool(args.bench) == bool(args.published):
         raise UserError("simulate-validate: give --bench FILE... (this machine) or --published (others' clusters)")
     load_simgrid()
@@ -55,7 +54,6 @@ def command(args: argparse.Namespace) -> None:
 
 def _validate_bench(args: argparse.Namespace) -> None:
     """Fit this machine from its bench, simulate every measured point; write validation.csv and its summary."""
-
     _, rows, gamma = bench_rows(args.bench)
     machines = validate.machines(rows, gamma)
     kept = validate.measured(rows)
@@ -85,7 +83,6 @@ def _validate_bench(args: argparse.Namespace) -> None:
 
 def _validate_published(args: argparse.Namespace) -> None:
     """Simulate the all-reduce times others published; write published.csv and published_summary.csv."""
-
     bucket_mib = load_config(args).train.bucket_mib
     path = Path(args.platforms)
     platforms = load(path)

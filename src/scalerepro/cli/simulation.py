@@ -24,7 +24,6 @@ from scalerepro.sim.validate import MACHINE, machines
 
 def bench_rows(patterns: list[str]) -> tuple[list[Path], list[FlatRow], float]:
     """The bench JSONs matching ``patterns``, every row of them, and their median measured gamma (s/byte)."""
-
     paths = expand(patterns)
     if not paths:
         raise UserError(f"no bench JSON matches {' '.join(patterns) or '(none given)'}; run `scalerepro bench` first")
@@ -33,7 +32,6 @@ def bench_rows(patterns: list[str]) -> tuple[list[Path], list[FlatRow], float]:
 
 def chosen_platforms(args: argparse.Namespace, named: Sequence[str]) -> list[Any]:
     """The platforms ``named`` (or all) from --platforms; this-machine fitted from --bench."""
-
     names = list(named)
     chosen = []
     if MACHINE in names:
@@ -51,13 +49,11 @@ def chosen_platforms(args: argparse.Namespace, named: Sequence[str]) -> list[Any
 
 def simulate_points(points: list[Any], label: str, jobs: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Simulate the points whose schedules exist, with progress on stderr; (rows, skipped)."""
-
     return simulate_feasible(points, label, jobs, progress(label))
 
 
 def write_tables(out: Path, tables: dict[str, list[dict[str, Any]]], record: dict[str, Any], name: str) -> None:
     """Each table as out/NAME.csv, and the record (every parameter, argv) as out/name."""
-
     for table, rows in tables.items():
         write_text_atomic(out / f"{table}.csv", pd.DataFrame(rows).to_csv(index=False))
     write_json_atomic(out / name, {"argv": sys.argv, **record, **tables})

@@ -30,7 +30,6 @@ def arguments(s: argparse.ArgumentParser) -> None:
 
 def command(args: argparse.Namespace) -> None:
     """Stage shards into node memory (first rank per node copies)."""
-
     root = args.root or load_config(args).stage.root
     comm = world()
     if args.clean:

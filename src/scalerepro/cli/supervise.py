@@ -32,7 +32,6 @@ def arguments(s: argparse.ArgumentParser) -> None:
 
 def command(args: argparse.Namespace) -> int:
     """Run the launcher line; on failure, name the rank that died first, the last step and checkpoint."""
-
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not cmd:
         raise UserError(

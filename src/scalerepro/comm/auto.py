@@ -61,9 +61,7 @@ class Tuner:
         try:
             record = benchfile.read(path)
         except UserError as exc:
-            raise UserError(
-                f"comm.tuning={exc}; run `scalerepro bench --out FILE` on this machine and name it"
-            ) from None
+            raise UserError(f"comm.tuning={exc} (on this machine)") from None
         rows = benchfile.flatten(record)
         rows = [r for r in rows if r["algorithm"] in ALGORITHMS and r["time_us"] > 0 and not r.get("wrong")]
         if not rows:

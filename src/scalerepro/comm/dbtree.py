@@ -1,23 +1,31 @@
-"""``dbtree``: the double binary tree of NCCL 2.4 (Sanders, Speck and Träff 2009), over point-to-point messages.
+"""``dbtree``: NCCL's double binary tree all-reduce, over point-to-point messages.
+
+The trees are laid out as NCCL's ``src/graph/trees.cc`` lays them
+(``ncclGetBtree``, ``ncclGetDtree``). Two-tree all-reduce goes back to
+Sanders, Speck and Träff 2009; the project holds no copy of that paper,
+and nothing here rests on it.
 
 The buffer's two halves go each through its own binary tree of all p
 ranks: summed up it to its root, then copied down it. The second tree is
 the first mirrored (rank r as p-1-r) when p is even and shifted by one
-rank when p is odd, so a rank that is a leaf of one tree is, for most
-ranks, inside the other, and every rank sends and receives about the same
-bytes. The first tree lays the ranks out in order: a rank r > 0 whose
-lowest set bit is b has the parent ``(r - b) | 2b`` (``r - b`` where that
-is past the last rank) and the children ``r - b/2`` and ``r + b/2`` (the
-latter halved back towards r until it is a rank); rank 0 is the root, and
-its one child is the highest power of two below p. A tree of depth D
+rank when p is odd, so a rank that is a leaf of one tree is inside the
+other (tested from 3 to 69 ranks). The first tree lays the ranks out in
+order: a rank r > 0 whose lowest set bit is b has the parent
+``(r - b) | 2b`` (``r - b`` where that is past the last rank) and the
+children ``r - b/2`` and ``r + b/2`` (the latter halved back towards r
+until it is a rank); rank 0 is the root, and its one child is the highest
+power of two below p. A tree of depth D
 takes D stages up and D down, each a stage of every rank (a rank sits out
 the stages that are not its level's), and each half is cut into pipeline
 chunks of at most ``chunk_bytes``, one lane each.
 
-Cost: about 2 log2(p) alpha + n beta per tree's half, the halves
-concurrent, so 2 lg p latencies against the ring's 2(p-1); each chunk is
-summed along one fixed path and then copied, so every rank ends with the
-same bits.
+Cost: 2 ceil(lg p) stages against the ring's 2(p-1). Unpipelined, a
+stage moves a whole half, so the cost model's byte terms are larger than
+the ring's (at 8 ranks B = 4n, G = 2.5n against 1.75n and 0.875n:
+``scalerepro algorithms``); pipeline chunks let the levels overlap, which
+the executors and the simulator see and the closed form does not. Each
+chunk is summed along one fixed path and then copied, so every rank ends
+with the same bits.
 """
 
 from __future__ import annotations

@@ -146,7 +146,10 @@ def test_reading_results_starts_no_mpi():
     """Analysis, the cost model, the tuner and validation read bench and run files without starting MPI."""
     readers = ["scalerepro.analysis." + p.stem for p in (SRC / "analysis").glob("*.py") if p.stem != "__init__"] + [
         "scalerepro.comm.benchfile",
-        "scalerepro.comm.costmodel",
+        "scalerepro.comm.costterms",
+        "scalerepro.comm.costfit",
+        "scalerepro.comm.costprojection",
+        "scalerepro.comm.costtable",
         "scalerepro.comm.auto",
         "scalerepro.sim.validate",
     ]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scalerepro.comm import auto, costmodel
+from scalerepro.comm import auto, costterms
 from scalerepro.comm.algorithms import ALGORITHMS, AUTO, MODULES, names
 from scalerepro.comm.schedule import AllReduce, Recv, Send, Spec, every_rank
 from scalerepro.config import schema
@@ -29,10 +29,10 @@ def test_the_schemas_algorithm_enum_is_the_table():
 def test_every_algorithm_has_a_cost_model_and_known_grid():
     spec = Spec(p=4, rank=0, count=1 << 12, nodes=(0, 0, 1, 1))
     for name in ALGORITHMS:
-        alpha, beta, _ = costmodel.terms(name, spec)
+        alpha, beta, _ = costterms.terms(name, spec)
         assert alpha > 0, name
         assert beta > 0, name
-        assert costmodel.modelled_as(name) in ALGORITHMS
+        assert costterms.modelled_as(name) in ALGORITHMS
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
@@ -105,7 +105,7 @@ def test_the_algorithms_command_lists_the_table_with_the_cost_models_terms(capsy
     assert main(["algorithms"]) == 0
     rows = {line.split("|")[1].strip().strip("`"): line for line in capsys.readouterr().out.splitlines()[2:]}
     assert list(rows) == [*ALGORITHMS, AUTO]
-    a, b, g = costmodel.terms("rabenseifner", Spec(8, 0, (16 << 20) // 4))
+    a, b, g = costterms.terms("rabenseifner", Spec(8, 0, (16 << 20) // 4))
     assert f"| {a:g}, {b / (16 << 20):.3g}, {g / (16 << 20):.3g} |" in rows["rabenseifner"]
     assert "| 2-D |" in rows["torus2d"]
     assert "| library collectives |" in rows["hierarchical"]

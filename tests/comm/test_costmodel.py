@@ -8,17 +8,9 @@ import sys
 
 import pytest
 
-from scalerepro.comm.costmodel import (
-    Fit,
-    Topology,
-    fit,
-    fit_regimes,
-    for_projection,
-    project_time,
-    projection,
-    regime,
-    terms,
-)
+from scalerepro.comm.costfit import Fit, fit, fit_regimes, for_projection, regime
+from scalerepro.comm.costprojection import Topology, project_time, projection
+from scalerepro.comm.costterms import terms
 from scalerepro.comm.schedule import Spec
 from scalerepro.errors import UserError
 

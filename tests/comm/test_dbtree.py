@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from scalerepro.comm import costmodel, dbtree
+from scalerepro.comm import costterms, dbtree
 from scalerepro.comm.schedule import Spec
 
 
@@ -45,9 +45,9 @@ def test_the_trees_of_14_ranks_are_nccls_drawing():
 def test_its_latency_is_twice_the_trees_height(p, nodes):
     """2 lg p stages up and down (the halves' trees run at once), against the ring's 2(p-1)."""
     spec = Spec(p, 0, 1 << 20, nodes=nodes)
-    a, _, _ = costmodel.terms("dbtree", spec)
+    a, _, _ = costterms.terms("dbtree", spec)
     assert a == 2 * max(dbtree.height(p, 0), dbtree.height(p, 1)) == 2 * math.ceil(math.log2(p))
-    assert a < costmodel.terms("ring", spec)[0] or p <= 2
+    assert a < costterms.terms("ring", spec)[0] or p <= 2
 
 
 def test_it_records_its_two_trees():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from scalerepro.comm import nccl
-from scalerepro.comm.costmodel import schedules
+from scalerepro.comm.costterms import schedules
 from scalerepro.comm.schedule import Send, Spec, every_rank, simulate
 
 

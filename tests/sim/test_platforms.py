@@ -172,7 +172,8 @@ def test_the_fast_corner_streams_the_sums_where_the_range_allows():
 
 def test_a_platform_added_to_the_file_is_projected_on_its_own_numbers(tmp_path):
     """One machine description: the cost model's topology is built from the platform the simulator runs on."""
-    from scalerepro.comm.costmodel import Fit, Network, profile, schedules
+    from scalerepro.comm.costfit import Fit
+    from scalerepro.comm.costterms import Network, profile, schedules
     from scalerepro.sim.platforms import project
 
     body = {**GOOD, "shape": "fattree", "max_ranks": 16, "ranks_per_node": 4, "intra_GBps": 40.0}
@@ -189,5 +190,5 @@ def test_a_platform_added_to_the_file_is_projected_on_its_own_numbers(tmp_path):
     assert [(r["topology"], r["ranks"]) for r in rows] == [("p", 8)]  # 32 ranks do not fit its 16
     spec = topo.spec("ring", 8, 1_000_000, 2)
     net = Network(0.0, 1 / 40e9, 0.0, 1e-6, 1 / 10e9)  # the platform's links, latencies and gamma
-    want = profile(schedules("ring", spec), 8, 4, topo.layout(8)).cost(net).seconds
+    want = profile(schedules("ring", spec), 8, 4, topo.placement(8)).cost(net).seconds
     assert rows[0]["ms"] == pytest.approx(want * 1e3)

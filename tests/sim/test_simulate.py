@@ -9,7 +9,8 @@ from dataclasses import replace
 
 import pytest
 
-from scalerepro.comm.costmodel import Layout, Network, profile, schedules
+from scalerepro.comm.costterms import Network, profile, schedules
+from scalerepro.comm.placement import Placement
 from scalerepro.errors import UserError
 from scalerepro.sim import simulate
 from scalerepro.sim.engine import Point
@@ -59,7 +60,7 @@ def test_simulation_and_cost_model_agree_on_the_reduction(algo, p, reduction):
     plat = replace(one_node(p, 5.0, 10.0, 2e-10), reduction=reduction)
     pt = Point(algo, p, 3 << 20, plat)
     got = simulate([pt])[0]["simulated_s"]
-    prof = profile(schedules(algo, pt.spec()), p, 4, Layout(p))
+    prof = profile(schedules(algo, pt.spec()), p, 4, Placement(p))
     want = prof.cost(Network(5e-6, 1 / 10e9, 2e-10, reduction=reduction)).seconds
     assert got == pytest.approx(want, rel=0.02)
 
@@ -70,7 +71,7 @@ def test_simulation_and_cost_model_agree_on_one_node(algo, p):
     plat = one_node(p, 5.0, 10.0, 0.0)
     pt = Point(algo, p, 3 << 20, plat)
     got = simulate([pt])[0]["simulated_s"]
-    prof = profile(schedules(algo, pt.spec()), p, 4, Layout(p))
+    prof = profile(schedules(algo, pt.spec()), p, 4, Placement(p))
     want = prof.cost(Network(5e-6, 1 / 10e9)).seconds
     assert got == pytest.approx(want, rel=0.02)
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from scalerepro.comm.costmodel import row_terms
+from scalerepro.comm.costfit import row_terms
 from scalerepro.errors import UserError
 from scalerepro.sim import simulate
 from scalerepro.sim.validate import machines, measured, points, summary, table

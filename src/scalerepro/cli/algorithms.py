@@ -6,7 +6,7 @@ import argparse
 import inspect
 
 from scalerepro.comm.algorithms import ALGORITHMS, AUTO, MODULES, Algorithm
-from scalerepro.comm.costmodel import terms
+from scalerepro.comm.costterms import terms
 from scalerepro.comm.schedule import Spec
 from scalerepro.errors import UserError
 

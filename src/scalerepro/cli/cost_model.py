@@ -12,13 +12,9 @@ from scalerepro.cli.common import (
     setting,
 )
 from scalerepro.cli.simulation import bench_rows, chosen_platforms
-from scalerepro.comm.costmodel import (
-    RESNET50_GRADIENT_BYTES,
-    fit_regimes,
-    for_projection,
-    format_fits,
-    format_projection,
-)
+from scalerepro.comm.costfit import fit_regimes, for_projection
+from scalerepro.comm.costprojection import RESNET50_GRADIENT_BYTES
+from scalerepro.comm.costtable import format_fits, format_projection
 from scalerepro.io import write_json_atomic
 from scalerepro.sim.platforms import project
 

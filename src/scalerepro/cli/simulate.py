@@ -18,7 +18,7 @@ from scalerepro.cli.simulation import (
     write_tables,
 )
 from scalerepro.comm.algorithms import get
-from scalerepro.comm.costmodel import RESNET50_GRADIENT_BYTES
+from scalerepro.comm.costprojection import RESNET50_GRADIENT_BYTES
 from scalerepro.errors import UserError
 from scalerepro.sim.engine import Point, load_simgrid
 

@@ -9,7 +9,7 @@ that grid needs (None: any); ``COLLECTIVES = True`` says its schedule
 holds library all-reduces (a schedule of point-to-point messages only
 is the default); a library collective's ``model(spec)``, where it has one,
 is what the simulator and the cost model run in its place (else its
-executor's default model, :data:`scalerepro.comm.costmodel.LIBRARY_MODEL`).
+executor's default model, :data:`scalerepro.comm.costterms.LIBRARY_MODEL`).
 This table imports the algorithm modules; they never import it. To add an
 algorithm: write its module and list it in ``MODULES``; the tests, the
 schema's list, the cost model and the simulator take it from here.

@@ -9,7 +9,7 @@ point above a larger size's (a spike: load only adds time), and the
 fastest of the rows that ran the same schedule (a row that ran as another
 algorithm, ``as: ring``, counts as that one's); at
 other rank counts, from the algorithm's alpha-beta-gamma fit and its
-schedule's cost terms (:mod:`scalerepro.comm.costmodel`). The least
+schedule's cost terms (:mod:`scalerepro.comm.costterms`). The least
 predicted time wins. Without a tuning file a fixed rule applies:
 ``nccl`` for CUDA buffers (NCCL's own tuner), else ``ring`` on 2 ranks, and
 on more ``rabenseifner`` below ``SMALL_BYTES`` (2 lg p latencies instead of
@@ -28,7 +28,8 @@ from typing import Any
 
 from scalerepro.comm import benchfile
 from scalerepro.comm.algorithms import ALGORITHMS, AUTO
-from scalerepro.comm.costmodel import Fit, fit, row_spec, terms
+from scalerepro.comm.costfit import Fit, fit, row_spec
+from scalerepro.comm.costterms import terms
 from scalerepro.comm.schedule import Spec
 from scalerepro.errors import UserError
 

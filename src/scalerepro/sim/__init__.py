@@ -45,7 +45,7 @@ def simulate_feasible(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Simulate the points whose schedules exist (an algorithm may not fit a shape; each skip said on stderr once):
     (rows, skipped)."""
-    from scalerepro.comm.costmodel import schedules
+    from scalerepro.comm.costterms import schedules
 
     runnable, skipped, seen = [], [], {}
     for pt in points:

@@ -9,7 +9,7 @@ arrive (the sum starts with the stage and the stage ends when both are
 done; the last slice's sum after the last byte is left out).
 Library collectives are expanded
 into their library's algorithm first, as the cost model does
-(:func:`scalerepro.comm.costmodel.schedules`). Platforms
+(:func:`scalerepro.comm.costterms.schedules`). Platforms
 (:mod:`scalerepro.sim.platforms`): SimGrid's torus zone, or nodes of
 ports and adapters on a fat tree with routes for the pairs the schedules
 use. The network model is CM02 (latency and bandwidth as given, no TCP
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from scalerepro.comm.algorithms import on_grid
-from scalerepro.comm.costmodel import UNPIPELINED, no_cyclic_gc, schedules
+from scalerepro.comm.costterms import UNPIPELINED, no_cyclic_gc, schedules
 from scalerepro.comm.schedule import Recv, Schedule, Send, Spec
 from scalerepro.errors import UserError
 from scalerepro.sim.platforms import Platform

@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from scalerepro import sources
-from scalerepro.comm.costmodel import REDUCTIONS, Fit, Topology, projection
+from scalerepro.comm.costfit import Fit
+from scalerepro.comm.costprojection import Topology, projection
+from scalerepro.comm.costterms import REDUCTIONS
 from scalerepro.comm.shapes import squarest
 from scalerepro.errors import UserError
 from scalerepro.io import read_yaml, yaml_line
@@ -84,7 +86,7 @@ class Platform:
     oversubscription: float = 1.0
     images_per_s_per_accelerator: float | None = None
     overlap: str = "none"
-    reduction: str = "after"  # summing a stage's bytes after they arrive, or as they stream in (costmodel.REDUCTIONS)
+    reduction: str = "after"  # summing a stage's bytes after they arrive, or as they stream in (costterms.REDUCTIONS)
     description: str = ""
     variant: str = ""  # "" as described; else which numbers were moved to an end of their range
     sources: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
@@ -273,7 +275,7 @@ def _primary(registry: sources.Registry, entry: Any) -> bool:
 def project(
     fits: list[Fit], platforms: list[Platform], ranks: list[int], nbytes: float, colors: int
 ) -> list[dict[str, Any]]:
-    """The cost model's projection (:func:`scalerepro.comm.costmodel.projection`) onto each platform, at the rank
+    """The cost model's projection (:func:`scalerepro.comm.costprojection.projection`) onto each platform, at the rank
     counts it holds (:meth:`Platform.holds`)."""
     return [
         row

@@ -3,7 +3,7 @@
 **This machine.**
 ``this-machine`` is one node whose ranks each have a port of bandwidth
 1/beta and latency alpha, and reduce at gamma s/byte: alpha and beta fitted
-once over every algorithm's bench points (:func:`costmodel.fit_machine`,
+once over every algorithm's bench points (:func:`~scalerepro.comm.costfit.fit_machine`,
 one pair for the machine, not one per algorithm), gamma as the bench
 measured it. Oversubscribed runs (more ranks than cores) are a different
 machine, and each executor's transport, and each library's own collective,
@@ -31,7 +31,7 @@ from typing import Any
 from scalerepro import sources
 from scalerepro.comm.algorithms import ALGORITHMS
 from scalerepro.comm.benchfile import ran
-from scalerepro.comm.costmodel import fit_machine, regime
+from scalerepro.comm.costfit import fit_machine, regime
 from scalerepro.errors import UserError
 from scalerepro.io import read_yaml
 from scalerepro.sim.engine import Point

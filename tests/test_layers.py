@@ -16,7 +16,7 @@ LAYERS: list[set[str]] = [
     {"errors", "shm"},
     {"io"},
     {"mpi", "oversubscription", "netmod", "sources"},
-    {"provenance", "baselines"},
+    {"provenance", "baselines", "distributed"},
     {"data", "comm"},
     {"config", "sim"},
     {"train"},

@@ -6,10 +6,11 @@ more than one node, UCX's worker addresses cross SLURM's PMI-2 server as
 segmented values that the server does not parse (slurmstepd: "mpi/pmi2:
 value not properly terminated in client request"); ``MPI_Init`` then ends
 in "Destination is unreachable" on one rank while the others wait in PMI
-for ever. OFI's addresses fit one PMI value. So under SLURM's PMI-2 the CLI
-sets ``MPIR_CVAR_CH4_NETMOD=ofi`` before any command starts MPI, unless
-the variable is already set (``ucx`` there brings UCX back). Other
-launchers (Hydra's ``mpiexec``, ``srun --mpi=pmix``) are left alone.
+for ever. OFI's addresses fit one PMI value. So under SLURM's PMI-2
+:mod:`scalerepro.distributed` sets ``MPIR_CVAR_CH4_NETMOD=ofi`` before MPI
+starts, unless the variable is already set (``ucx`` there brings UCX
+back). Other launchers (Hydra's ``mpiexec``, ``srun --mpi=pmix``) are
+left alone.
 """
 
 from __future__ import annotations

@@ -6,10 +6,10 @@ polls for a message from a descheduled peer burns its whole time slice,
 and every dependent step of a collective can cost a scheduler tick. MPICH's
 own CI runs its oversubscribed tests with the three settings below, which
 make a waiting rank yield the core. They must be in the environment when
-MPI initialises, so the CLI's ``main`` calls :func:`tune` before any
-command imports ``mpi4py.MPI`` (importing the package changes nothing);
-a launcher of ranks that do not go through the CLI (the tests' helper)
-passes :func:`launch_env` to ``mpiexec`` instead.
+MPI initialises, so :mod:`scalerepro.distributed` calls :func:`tune` (and
+:func:`emulate_nodes`) before MPI starts (importing the package changes
+nothing); a launcher of ranks that do not go through the CLI (the tests'
+helper) passes :func:`launch_env` to ``mpiexec`` instead.
 
 Settings already in the environment win. ``SCALEREPRO_MPI_YIELD=1`` forces
 the settings, ``=0`` keeps MPICH's defaults even when oversubscribed.

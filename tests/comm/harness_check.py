@@ -21,6 +21,7 @@ from mpi4py import MPI
 from sumcheck import sum_errors
 
 from scalerepro.comm import harness
+from scalerepro.comm.algorithms import Selection, select
 from scalerepro.comm.benchfile import total_wrong
 from scalerepro.comm.context import CommParams, Context
 from scalerepro.comm.harness import COPY_OOP, NATIVE_OOP, SweepSpec, measure_size, oop_via, out_of_place
@@ -44,22 +45,23 @@ for executor, algos in (("mpi", ("native", "ring", "rabenseifner", "multicolor",
                     label = f"{algo} [{executor}] {dtype.__name__} n={n}"
                     data = np.random.default_rng([n, r, 7]).standard_normal(n).astype(dtype)
                     send, recv = data.copy(), np.full_like(data, np.nan)
-                    way = oop_via(ctx, recv, algo)
+                    chosen = select(algo, "cpu", executor)
+                    way = oop_via(ctx, recv, chosen)
                     want = {"native": NATIVE_OOP, "auto": way}.get(algo, COPY_OOP)  # auto: its choice's way
                     if way != want:
                         failures.append(f"{label}: out of place via {way}")
-                    if out_of_place(send, recv, algo, ctx) is not recv:
+                    if out_of_place(send, recv, chosen, ctx) is not recv:
                         failures.append(f"{label}: out_of_place did not return the receive buffer")
                     check_sum(label + " out of place", recv, data)
                     if send.tobytes() != data.tobytes():
                         failures.append(f"{label}: out of place changed the send buffer")
                     inplace = data.copy()
-                    harness.allreduce(inplace, algo, ctx)
+                    harness.allreduce(inplace, chosen, ctx)
                     check_sum(label + " in place", inplace, data)
 
 
 # 2. the harness's rows: both placements, checked
-spec = SweepSpec(("native", "ring"), 8, 4096, warmup=1, iters=3, rounds=2)
+spec = SweepSpec((select("native"), select("ring")), 8, 4096, warmup=1, iters=3, rounds=2)
 with Context(comm, CommParams(timeout_s=120)) as ctx:
     for nbytes in (8, 4096):
         for row in measure_size(ctx, spec.algorithms, nbytes, spec):
@@ -77,21 +79,21 @@ with Context(comm, CommParams(timeout_s=120)) as ctx:
     honest = harness.out_of_place
     count = 1024 // 4
 
-    def scribbles(send: Any, recv: Any, algo: str, ctx: Context) -> Any:
+    def scribbles(send: Any, recv: Any, algo: Selection, ctx: Context) -> Any:
         """The sum, but one send element (this rank's first) overwritten afterwards."""
         honest(send, recv, algo, ctx)
         send[0] = -1.0
         return recv
 
-    def forgets(_send: Any, recv: Any, _algo: str, _ctx: Context) -> Any:
+    def forgets(_send: Any, recv: Any, _algo: Selection, _ctx: Context) -> Any:
         """Nothing written: the receive buffer keeps whatever it held."""
         return recv
 
-    one = SweepSpec(("ring",), 1024, 1024, warmup=1, iters=4, rounds=2)
+    one = SweepSpec((select("ring"),), 1024, 1024, warmup=1, iters=4, rounds=2)
     for fake, per_iteration in ((scribbles, p), (forgets, p * count)):
         harness.out_of_place = fake  # the fault under test, undone below
         try:
-            (row,) = measure_size(ctx, ("ring",), 1024, one)
+            (row,) = measure_size(ctx, one.algorithms, 1024, one)
         finally:
             harness.out_of_place = honest
         if row["oop_wrong"] != per_iteration * row["iters"] or row["wrong"] != 0:

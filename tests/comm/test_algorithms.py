@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from scalerepro.comm import auto, costterms
-from scalerepro.comm.algorithms import ALGORITHMS, AUTO, MODULES, names
+from scalerepro.comm.algorithms import ALGORITHMS, AUTO, MODULES, names, select
 from scalerepro.comm.schedule import AllReduce, Recv, Send, Spec, every_rank
 from scalerepro.config import schema
 from scalerepro.errors import UserError
@@ -39,6 +39,27 @@ def test_every_algorithm_has_a_cost_model_and_known_grid():
 def test_auto_chooses_among_the_table(device):
     chosen = {auto.rule(n, p, device) for n in (1, 1 << 30) for p in (1, 2, 8)}
     assert chosen <= set(names(device)) - {AUTO}
+
+
+def test_a_name_selects_its_algorithm_and_the_executor_that_runs_it():
+    ring = select("ring", "cpu")
+    assert (ring.name, ring.algorithm, ring.executor, ring.device) == ("ring", ALGORITHMS["ring"], "mpi", "cpu")
+    assert select("ring", "cuda").executor == "torch"  # comm.executor=auto: torch for CUDA buffers
+    assert select("ring", "cpu", "torch").executor == "torch"
+    assert select("native", "cpu", "torch").executor == "mpi"  # a library collective runs on its library
+    assert select("gloo", "cpu").executor == "torch"
+    with pytest.raises(UserError, match="nccl sums CUDA buffers, but this one is on cpu; use gloo"):
+        select("nccl", "cpu")
+    with pytest.raises(UserError, match="unknown all-reduce algorithm 'nope'"):
+        select("nope")
+
+
+def test_auto_selects_no_algorithm_of_its_own_and_picks_with_its_executor():
+    chosen = select(AUTO, "cpu", "torch")
+    assert (chosen.name, chosen.algorithm, chosen.executor) == (AUTO, None, "torch")
+    assert chosen.pick(ALGORITHMS["ring"]) == select("ring", "cpu", "torch")
+    assert chosen.pick(ALGORITHMS["native"]).executor == "mpi"
+    assert select(AUTO, "cuda").pick(ALGORITHMS["nccl"]) == select("nccl", "cuda")
 
 
 def _imports(path: Path) -> set[str]:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from scalerepro.comm.buffers import expected, fill
 from scalerepro.comm.harness import SweepSpec, bus_factor, sizes, timed_iterations
-from scalerepro.comm.registry import allreduce, as_array, get, names
+from scalerepro.comm.registry import allreduce, as_array, get, names, select
 from scalerepro.errors import UserError
 
 CHECK = str(Path(__file__).with_name("allreduce_check.py"))
@@ -154,17 +154,16 @@ def test_registry_lists_and_refuses():
 
 
 def test_library_algorithms_on_the_wrong_device_name_the_peer():
-    from scalerepro.comm.context import CommParams
-    from scalerepro.comm.registry import executor_for
+    from scalerepro.comm.algorithms import executor_for
 
     with pytest.raises(UserError, match="nccl sums CUDA buffers, but this one is on cpu; use gloo"):
-        executor_for(get("nccl"), "cpu", CommParams())
+        executor_for(get("nccl"), "cpu")
     with pytest.raises(UserError, match="gloo sums CPU buffers, but this one is on cuda; use nccl"):
-        executor_for(get("gloo"), "cuda", CommParams())
-    assert executor_for(get("ring"), "cuda", CommParams()) == "torch"  # default: torch for CUDA tensors
-    assert executor_for(get("ring"), "cpu", CommParams()) == "mpi"
-    assert executor_for(get("ring"), "cpu", CommParams(executor="torch")) == "torch"
-    assert executor_for(get("native"), "cpu", CommParams(executor="torch")) == "mpi"  # MPI_Allreduce is MPI's
+        executor_for(get("gloo"), "cuda")
+    assert executor_for(get("ring"), "cuda") == "torch"  # default: torch for CUDA tensors
+    assert executor_for(get("ring"), "cpu") == "mpi"
+    assert executor_for(get("ring"), "cpu", "torch") == "torch"
+    assert executor_for(get("native"), "cpu", "torch") == "mpi"  # MPI_Allreduce is MPI's
 
 
 def test_single_rank_is_identity():
@@ -269,11 +268,12 @@ def test_bench_cli_writes_checked_json(run_mpi, tmp_path):
 
 
 def test_timed_iterations_stretch_fast_sizes_within_bounds():
-    spec = SweepSpec(("ring",), 8, 8, iters=20, min_time_s=0.05, max_iters=1000)
+    spec = SweepSpec((select("ring"),), 8, 8, iters=20, min_time_s=0.05, max_iters=1000)
     assert timed_iterations(spec, warmup_s=1e-3) == 50
     assert timed_iterations(spec, warmup_s=1e-2) == 20  # already long enough: iters
     assert timed_iterations(spec, warmup_s=1e-6) == 1000  # capped
-    assert timed_iterations(SweepSpec(("ring",), 8, 8, iters=20), warmup_s=1e-6) == 20  # min_time_s 0: exactly iters
+    exact = SweepSpec((select("ring"),), 8, 8, iters=20)
+    assert timed_iterations(exact, warmup_s=1e-6) == 20  # min_time_s 0: exactly iters
     assert timed_iterations(spec, warmup_s=0.0) == 20  # no warm-up to estimate from
 
 
@@ -281,7 +281,7 @@ def test_the_rendezvous_port_is_bound_before_it_is_announced():
     """Rank 0's store listens before the port goes out, so no other process can take it in between."""
     import datetime as dt
 
-    from scalerepro.comm.torch_executor import rendezvous
+    from scalerepro.distributed import rendezvous
 
     class One:
         rank, size = 0, 1

@@ -8,7 +8,7 @@ import pytest
 
 from scalerepro.comm.auto import Tuner, interpolate, rule, smooth
 from scalerepro.comm.context import CommParams, Context
-from scalerepro.comm.registry import allreduce, resolve
+from scalerepro.comm.registry import allreduce, resolve, select
 from scalerepro.errors import UserError
 
 
@@ -109,4 +109,4 @@ def test_auto_runs_its_choice_and_records_it(tmp_path):
     with Context(params=CommParams(tuning=path)) as ctx:
         buf = np.ones(4, dtype=np.float32)
         assert allreduce(buf, "auto", ctx) is buf
-        assert resolve(buf, "auto", ctx).algorithm == "ring"  # alone: nothing to tune
+        assert resolve(buf, select("auto"), ctx).algorithm == "ring"  # alone: nothing to tune

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from scalerepro.comm.algorithms import select
 from scalerepro.config import from_mapping
 from scalerepro.data import feed
 from scalerepro.data.loaderbench import summarise as summarise_loader
@@ -22,7 +23,7 @@ BASELINES = REPO / "config" / "baselines.yaml"
 
 def bench_train_json(path, images_per_s=(400.0, 500.0, 450.0), world=4):
     """A bench-train result as `scalerepro bench-train` writes it, with ours at the given total images/s."""
-    spec = TrainBenchSpec(algorithm="ring", steps=10, reps=len(images_per_s))
+    spec = TrainBenchSpec(algorithm=select("ring"), steps=10, reps=len(images_per_s))
     rows = [
         row
         for rep, rate in enumerate(images_per_s)
@@ -32,7 +33,7 @@ def bench_train_json(path, images_per_s=(400.0, 500.0, 450.0), world=4):
         )
     ]
     cfg = from_mapping({"train": {"model": "resnet50", "image_size": 224}})
-    out = {**record(), "spec": spec.__dict__, "config": cfg.to_dict(), "rows": rows}
+    out = {**record(), "spec": spec.record(), "config": cfg.to_dict(), "rows": rows}
     write_json_atomic(path, out | {"summary": summarise_train(rows, spec, world)})
     return path
 

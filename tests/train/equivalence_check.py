@@ -12,6 +12,7 @@ from contextlib import ExitStack
 import torch
 from mpi4py import MPI
 
+from scalerepro.comm.algorithms import select
 from scalerepro.comm.context import CommParams, Context
 from scalerepro.config import from_mapping
 from scalerepro.train.model import build
@@ -53,7 +54,7 @@ for algo in algos:
     with ExitStack() as stack:
         params = CommParams(timeout_s=120, chunk_bytes=1024, executor=executor or "auto")
         ctx = stack.enter_context(Context(comm, params))
-        trainer = build_trainer(cfg, name, ctx, CLASSES, stack)
+        trainer = build_trainer(cfg, select(name, "cpu", params.executor), ctx, CLASSES, stack)
         for x, y in batches:
             trainer.step(x[r * B : (r + 1) * B], y[r * B : (r + 1) * B], lr=0.2)
         got = [t.detach() for t in trainer.model.parameters()]

@@ -13,6 +13,7 @@ from contextlib import ExitStack
 import torch
 from mpi4py import MPI
 
+from scalerepro.comm.algorithms import select
 from scalerepro.comm.context import CommParams, Context
 from scalerepro.config import from_mapping
 from scalerepro.train.trainer import build_trainer
@@ -46,7 +47,7 @@ def train(executor: str) -> list[torch.Tensor]:
     """Parameters after STEPS steps of ``algo`` on ``executor``."""
     with ExitStack() as stack:
         ctx = stack.enter_context(Context(comm, CommParams(timeout_s=120, executor=executor)))
-        trainer = build_trainer(cfg, algo, ctx, CLASSES, stack)
+        trainer = build_trainer(cfg, select(algo, "cpu", executor), ctx, CLASSES, stack)
         for i in range(STEPS):
             trainer.step(*batches[i % len(batches)], lr=0.05)
         got = [t.detach().clone() for t in trainer.model.parameters()]

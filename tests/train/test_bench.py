@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from scalerepro.comm.algorithms import select
 from scalerepro.train.bench import TrainBenchSpec, format_summary, summarise
 from tests.support import REPO
 
@@ -61,7 +62,7 @@ def test_summary_takes_medians():
     for r in rows:
         if r["side"] != "ours":
             del r["allreduce_s_per_step"]
-    s = summarise(rows, TrainBenchSpec(steps=10), 2)
+    s = summarise(rows, TrainBenchSpec(select("ring"), steps=10), 2)
     assert s["ours_images_per_s"] == 50
     assert s["ddp_images_per_s"] == 50
     assert s["ratio"] == 1

@@ -4,11 +4,11 @@ Each module of this package holds one command: ``DESCRIPTION``, its
 flags (``arguments(parser)``) and what it does (``command(args)``), which
 builds its config and calls the package; :mod:`scalerepro.cli.common`
 holds what several share. ``main`` imports only the module of the command
-it runs, and only after :func:`scalerepro.oversubscription.tune` and
-:func:`scalerepro.netmod.choose` have set MPI's environment: a command
-module may import MPI at its top, and MPI reads its settings once, when it
-starts. So ``scalerepro --help`` and the supervisor start without MPI or
-torch.
+it runs, and only after :func:`scalerepro.distributed.prepare_environment`
+has set MPI's environment: a command module may import MPI at its top, and
+MPI reads its settings once, when it starts (:mod:`scalerepro.distributed`
+holds the whole order). So ``scalerepro --help`` and the supervisor start
+without MPI or torch.
 """
 
 from __future__ import annotations
@@ -19,9 +19,8 @@ import sys
 from types import ModuleType
 
 from scalerepro import __version__
+from scalerepro.distributed import prepare_environment
 from scalerepro.errors import UserError
-from scalerepro.netmod import choose as choose_netmod
-from scalerepro.oversubscription import tune as tune_mpi_progress
 
 DESCRIPTION = (
     "Reproduce large-scale synchronous data-parallel ImageNet training (Ying et al. 2018, Kumar et al. 2017, "
@@ -83,8 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     named = next((a for a in argv if not a.startswith("-")), "")
     try:
-        tune_mpi_progress()  # before any command imports mpi4py.MPI (MPI reads its settings once, when it starts)
-        choose_netmod()  # under srun --mpi=pmi2: OFI, whose addresses SLURM's PMI-2 server passes intact
+        prepare_environment()  # before any command's module is imported: it may start MPI (scalerepro.distributed)
         args = parser([named] if named in COMMANDS else []).parse_args(argv)
         code = args.fn(args)
     except SystemExit:

@@ -6,12 +6,13 @@ import argparse
 import sys
 
 from scalerepro.cli.common import add_config_flags, load_config
-from scalerepro.comm.algorithms import get
+from scalerepro.comm.algorithms import select
 from scalerepro.comm.benchfile import total_wrong
 from scalerepro.comm.harness import SweepSpec, benchmark
+from scalerepro.distributed import start_mpi
 from scalerepro.errors import UserError
 from scalerepro.io import write_json_atomic
-from scalerepro.mpi import on_root, world
+from scalerepro.mpi import on_root
 
 DESCRIPTION = (
     "Sizes by doubling; each size out of place (result in a separate buffer, the send buffer checked "
@@ -46,12 +47,11 @@ def command(args: argparse.Namespace) -> None:
     """All-reduce sweep with correctness check; JSON for analysis, a table for people."""
     cfg = load_config(args)
     b = cfg.bench
-    algos = tuple(args.algos.split(",")) if args.algos else b.algorithms
-    for a in algos:
-        get(a)
+    names = tuple(args.algos.split(",")) if args.algos else b.algorithms
+    algos = tuple(select(a, args.device, cfg.comm.executor) for a in names)
     fields = (b.min_bytes, b.max_bytes, b.dtype, b.warmup, b.iters, b.check, b.min_time_s, b.max_iters)
     spec = SweepSpec(algos, *fields, device=args.device, threads=0, rounds=b.rounds)
-    comm = world()
+    comm = start_mpi()
     peers = [p for p in (args.compare or "").split(",") if p]
     result = benchmark(comm, cfg.comm.params(), spec, peers, lambda text: print(text, file=sys.stderr, flush=True))
     result["params"] = cfg.to_dict()["comm"]

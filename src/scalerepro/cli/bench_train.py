@@ -10,12 +10,14 @@ from typing import Any
 
 from scalerepro.baselines import published_per_accelerator
 from scalerepro.cli.common import add_config_flags, load_config
+from scalerepro.comm.algorithms import select
+from scalerepro.distributed import start_mpi
 from scalerepro.errors import UserError
 from scalerepro.io import write_json_atomic
-from scalerepro.mpi import on_root, world
+from scalerepro.mpi import on_root
 from scalerepro.provenance import record
 from scalerepro.train import bench
-from scalerepro.train.trainer import check_algorithm
+from scalerepro.train.trainer import device_kind
 
 DESCRIPTION = (
     "Same model, seed, batch and in-memory batches on both sides; repetitions "
@@ -44,15 +46,15 @@ def arguments(s: argparse.ArgumentParser) -> None:
 def command(args: argparse.Namespace) -> None:
     """Our training loop vs PyTorch DDP, same model, batch and data, same run (under mpiexec/srun); JSON + table."""
     cfg = load_config(args)
-    check_algorithm(args.algo)
+    algorithm = select(args.algo, device_kind(cfg.train.device), cfg.comm.executor)
     if min(args.steps, args.reps) < 1 or args.warmup < 0:
         raise UserError(
             f"--steps {args.steps} --reps {args.reps} --warmup {args.warmup}: steps and reps must be >= 1, warmup >= 0"
         )
-    spec = bench.TrainBenchSpec(args.algo, args.steps, args.warmup, args.reps, args.classes)
-    comm = world()
-    result = bench.run(cfg, spec, comm, _root_printer(comm))
-    out = {**record(comm), "spec": spec.__dict__, "config": cfg.to_dict(), **result}
+    spec = bench.TrainBenchSpec(algorithm, args.steps, args.warmup, args.reps, args.classes)
+    comm = start_mpi()
+    result = bench.measure_against_ddp(cfg, spec, comm, _root_printer(comm))
+    out = {**record(comm), "spec": spec.record(), "config": cfg.to_dict(), **result}
     if args.baselines:
         out["published_per_accelerator"] = published_per_accelerator(Path(args.baselines), cfg.train.model)
     on_root(comm, lambda: write_json_atomic(args.out, out))

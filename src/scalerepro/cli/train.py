@@ -7,8 +7,9 @@ import sys
 from pathlib import Path
 
 from scalerepro.cli.common import add_config_flags, load_config
+from scalerepro.comm.algorithms import select
+from scalerepro.distributed import start_mpi
 from scalerepro.errors import UserError
-from scalerepro.oversubscription import emulate_nodes
 
 DESCRIPTION = "Synchronous SGD over the chosen all-reduce; JSON-lines events + run.json in --out."
 
@@ -55,35 +56,37 @@ def command(args: argparse.Namespace) -> int:
     run's ranks exit here, see :func:`scalerepro.mpi.exit_now`)."""
     cfg = load_config(args).for_variant(args.variant)
     _check_out_folder(Path(args.out))
-    emulate_nodes(cfg.train.emulate_nodes)  # before MPI starts (the import below)
-    from scalerepro.mpi import block_ordered, exit_now, on_root, world
+    world = start_mpi(cfg.train.emulate_nodes)  # this module imports nothing that starts MPI before this
+    from scalerepro.mpi import block_ordered, exit_now, on_root
     from scalerepro.train.checkpoint import Preempted
-    from scalerepro.train.loop import RunSpec, run
+    from scalerepro.train.loop import RunSpec, train
+    from scalerepro.train.trainer import device_kind
 
+    algorithm = select(args.algo, device_kind(cfg.train.device), cfg.comm.executor)
     shards = Path(args.shards)
     if args.no_stage:
         from scalerepro.data.stage import verify_on_nodes
 
-        verify_on_nodes(world(), [shards / "train", shards / "val"], args.trust_shards)
+        verify_on_nodes(world, [shards / "train", shards / "val"], args.trust_shards)
     spec = RunSpec(
         config=cfg,
-        algorithm=args.algo,
+        algorithm=algorithm,
         train_dir=_staged_dir(shards, "train", cfg.stage.root, args.no_stage),
         val_dir=_staged_dir(shards, "val", cfg.stage.root, args.no_stage),
         out=Path(args.out),
         repetition=args.rep,
     )
     try:
-        record = run(spec, block_ordered(world()) if cfg.train.emulate_nodes > 1 else world())
+        record = train(spec, block_ordered(world) if cfg.train.emulate_nodes > 1 else world)
     except Preempted as exc:
         message = f"scalerepro train: {exc}"
-        on_root(world(), lambda: print(message, file=sys.stderr, flush=True))
+        on_root(world, lambda: print(message, file=sys.stderr, flush=True))
         return 128 + exc.signum
     final = record["final"] or {}
     on_root(
-        world(),
+        world,
         lambda: print(
-            f"train {spec.algorithm} x{record['world_size']}: top-1 {final.get('top1', float('nan')):.3f} after "
+            f"train {spec.algorithm.name} x{record['world_size']}: top-1 {final.get('top1', float('nan')):.3f} after "
             f"{record['config']['train']['epochs']} epochs, {record['seconds']:.1f} s, status {record['status']}",
             file=sys.stderr,
         ),

@@ -13,6 +13,11 @@ executor's default model, :data:`scalerepro.comm.costterms.LIBRARY_MODEL`).
 This table imports the algorithm modules; they never import it. To add an
 algorithm: write its module and list it in ``MODULES``; the tests, the
 schema's list, the cost model and the simulator take it from here.
+
+A command that runs an all-reduce by name (``train --algo``, ``bench
+--algos``) resolves the name here once, with :func:`select`, into a
+:class:`Selection`: the algorithm and the executor that runs it, which it
+hands down to the executors.
 """
 
 from __future__ import annotations
@@ -114,6 +119,58 @@ def get(name: str) -> Algorithm | None:
         return ALGORITHMS[name]
     except KeyError:
         raise UserError(f"unknown all-reduce algorithm {name!r}; choose one of: {', '.join(names())}") from None
+
+
+def executor_for(algo: Algorithm, device: str, setting: str = "auto") -> str:
+    """The executor (``mpi`` or ``torch``) that runs ``algo`` on buffers on ``device`` under ``comm.executor``
+    ``setting``: its library's where it is pinned to one, else the setting, else torch for CUDA, MPI for the
+    CPU; a UserError naming the fix where the algorithm cannot sum buffers there."""
+    if algo.device is not None and algo.device != device:
+        other = {"cuda": "nccl", "cpu": "gloo"}.get(device, "ring")
+        raise UserError(
+            f"{algo.name} sums {algo.device.upper()} buffers, but this one is on {device}; use {other} "
+            "there (or put the buffer on the other device: train.device)"
+        )
+    return algo.executor or unpinned_executor(device, setting)
+
+
+def unpinned_executor(device: str, setting: str = "auto") -> str:
+    """The executor of an algorithm pinned to no library: ``comm.executor`` ``setting``, else (``auto``) torch
+    for CUDA buffers and MPI for CPU ones."""
+    if setting != "auto":
+        return setting
+    return "torch" if device == "cuda" else "mpi"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """An all-reduce named once and resolved: the algorithm, the device kind (cpu, cuda) of the buffers it sums,
+    and the executor that runs them (``mpi`` or ``torch``).
+
+    ``auto`` has no algorithm of its own (``algorithm`` None): it picks one
+    per message size when a buffer is resolved, and :meth:`pick` is the
+    selection of that pick. Its ``executor`` is the one an algorithm not
+    pinned to a library runs on. ``name`` is what records hold: the name as
+    the command gave it, so ``auto`` stays ``auto``.
+    """
+
+    name: str
+    algorithm: Algorithm | None
+    executor: str
+    device: str
+
+    def pick(self, algo: Algorithm) -> Selection:
+        """The selection of ``algo``, ``auto``'s choice for one size, on this selection's device and executor."""
+        return Selection(algo.name, algo, executor_for(algo, self.device, self.executor), self.device)
+
+
+def select(name: str, device: str = "cpu", executor: str = "auto") -> Selection:
+    """Resolve the all-reduce called ``name`` for buffers on ``device`` under ``comm.executor`` ``executor``;
+    UserErrors name an unknown algorithm and a library collective on the wrong device."""
+    algo = get(name)
+    if algo is None:
+        return Selection(AUTO, None, unpinned_executor(device, executor), device)
+    return Selection(algo.name, algo, executor_for(algo, device, executor), device)
 
 
 def on_grid(name: str, dims: int) -> bool:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scalerepro.comm import benchfile
-from scalerepro.comm.algorithms import ALGORITHMS, AUTO
+from scalerepro.comm.algorithms import ALGORITHMS, AUTO, Algorithm
 from scalerepro.comm.costfit import Fit, fit, row_spec
 from scalerepro.comm.costterms import terms
 from scalerepro.comm.schedule import Spec
@@ -143,8 +143,13 @@ def interpolate(curve: tuple[tuple[int, float], ...], nbytes: int) -> float:
     return math.exp(math.log(t0) + w * (math.log(t1) - math.log(t0)))
 
 
-def choose(ctx: Any, nbytes: int, device: str) -> str:
+def choose(ctx: Any, nbytes: int, device: str) -> Algorithm:
     """``auto``'s algorithm for ``nbytes`` on the context's ranks (its tuner is loaded once per context)."""
+    return ALGORITHMS[_choice(ctx, nbytes, device)]
+
+
+def _choice(ctx: Any, nbytes: int, device: str) -> str:
+    """The name of :func:`choose`'s algorithm."""
     if ctx.size == 1:
         return "ring" if device == "cpu" else "nccl"
     path = ctx.params.tuning

@@ -22,6 +22,7 @@ from typing import Any, cast
 import numpy as np
 from mpi4py import MPI
 
+from scalerepro.distributed import ProcessGroups, start_process_group
 from scalerepro.errors import UserError
 from scalerepro.mpi import abort_job, nodes_of_ranks, this_node
 
@@ -172,8 +173,8 @@ class Context:
     """A communicator with its algorithm parameters, rank layout, caches and watchdog.
 
     A context made with ``parent`` (e.g. over a batch-norm group's
-    sub-communicator) shares the parent's torch.distributed session, since a
-    process has only one; the parent owns and closes it.
+    sub-communicator) shares the parent's torch.distributed process groups,
+    since a process has only one default group; the parent owns and closes it.
     """
 
     def __init__(
@@ -186,7 +187,7 @@ class Context:
         self._subs: dict[Any, MPI.Intracomm] = {}
         self._watchdog: Watchdog | None = None
         self._extra: dict[Any, Any] = {}
-        self._session: Any = None
+        self._groups: ProcessGroups | None = None
         self.phase = ""  # what the caller is doing, e.g. "epoch 2, step 23": named if a collective times out
 
     @property
@@ -243,15 +244,14 @@ class Context:
             self._extra[key] = make()
         return self._extra[key]
 
-    def torch_session(self) -> Any:
-        """The process's torch.distributed session (made on first use, by the root context, over its ranks)."""
+    def process_groups(self) -> ProcessGroups:
+        """The process's torch.distributed process groups (started on first use, by the root context, over its
+        ranks: :func:`scalerepro.distributed.start_process_group`)."""
         if self.parent is not None:
-            return self.parent.torch_session()
-        if self._session is None:
-            from scalerepro.comm.torch_executor import Session
-
-            self._session = Session(self.comm, self.params.timeout_s)
-        return self._session
+            return self.parent.process_groups()
+        if self._groups is None:
+            self._groups = start_process_group(self.comm, self.params.timeout_s)
+        return self._groups
 
     def torch_ranks(self) -> tuple[int, ...]:
         """The torch.distributed (root context) rank of each of this context's ranks."""
@@ -267,7 +267,7 @@ class Context:
         return ranks
 
     def close(self) -> None:
-        """Free sub-communicators, cached requests, the torch session this context owns, and the watchdog."""
+        """Free sub-communicators, cached requests, the process groups this context owns, and the watchdog."""
         for value in self._extra.values():  # cached persistent requests, sub-communicators
             if hasattr(value, "free"):
                 value.free()
@@ -277,9 +277,9 @@ class Context:
         for sub in self._subs.values():
             sub.Free()
         self._subs.clear()
-        if self._session is not None:
-            self._session.close()
-            self._session = None
+        if self._groups is not None:
+            self._groups.close()
+            self._groups = None
         if self._watchdog is not None:
             self._watchdog.close()
             self._watchdog = None

@@ -45,6 +45,7 @@ from typing import Any, cast
 import numpy as np
 from mpi4py import MPI
 
+from scalerepro.comm.algorithms import Selection
 from scalerepro.comm.benchfile import FORMAT, Row, compare, summary
 from scalerepro.comm.benchtable import HEADER, format_comparison, format_footer, format_row
 from scalerepro.comm.buffers import DTYPES, fill, finish, make_buffer, poison, send_changed, wrong_elements
@@ -58,9 +59,9 @@ from scalerepro.provenance import record
 
 @dataclass(frozen=True)
 class SweepSpec:
-    """What to measure."""
+    """What to measure: the algorithms, each resolved once by the command (on ``device``), and how."""
 
-    algorithms: tuple[str, ...]
+    algorithms: tuple[Selection, ...]
     min_bytes: int
     max_bytes: int
     dtype: str = "float32"
@@ -99,12 +100,12 @@ NATIVE_OOP = "MPI_Allreduce(send, recv)"  # oop_via: the MPI library's own out-o
 COPY_OOP = "copy + in place"  # oop_via: send copied into recv, then recv summed in place (copy timed)
 
 
-def oop_via(ctx: Context, recv: Any, algo: str) -> str:
+def oop_via(ctx: Context, recv: Any, algo: Selection) -> str:
     """How :func:`out_of_place` runs ``algo`` on a buffer like ``recv``: :data:`NATIVE_OOP` or :data:`COPY_OOP`."""
     return NATIVE_OOP if library_out_of_place(resolve(recv, algo, ctx), recv) else COPY_OOP
 
 
-def out_of_place(send: Any, recv: Any, algo: str, ctx: Context) -> Any:
+def out_of_place(send: Any, recv: Any, algo: Selection, ctx: Context) -> Any:
     """Sum ``send`` over ``ctx`` into ``recv`` with ``algo``, ``send`` untouched; returns ``recv`` (the registry's
     ``out=``: MPI_Allreduce(send, recv) for native on host buffers, else a copy summed in place, copy included)."""
     return allreduce(send, algo, ctx, out=recv)
@@ -118,7 +119,7 @@ class _Timing:
     place ``send`` is filled and ``buf`` receives the sum.
     """
 
-    algo: str
+    algo: Selection
     buf: Any
     send: Any
     iters: int
@@ -146,7 +147,7 @@ class _Timing:
         return wrong if self.send is None else wrong + send_changed(self.send, ctx.rank, it)
 
 
-def _warm(ctx: Context, algo: str, count: int, spec: SweepSpec) -> tuple[_Timing, _Timing]:
+def _warm(ctx: Context, algo: Selection, count: int, spec: SweepSpec) -> tuple[_Timing, _Timing]:
     """Warm ``algo`` up out of place and in place on fresh buffers; both get the same timed iterations.
 
     As in nccl-tests, two buffers: in place sums the out-of-place receive
@@ -188,7 +189,7 @@ def _time(ctx: Context, t: _Timing, n: int, spec: SweepSpec) -> None:
             t.wrong += t.check(ctx, it)
 
 
-def measure_size(ctx: Context, algos: Iterable[str], nbytes: int, spec: SweepSpec) -> list[Row]:
+def measure_size(ctx: Context, algos: Iterable[Selection], nbytes: int, spec: SweepSpec) -> list[Row]:
     """One row per algorithm at ``nbytes`` (out of place and in place): timed iterations interleaved in rounds.
 
     Each measurement's iterations (two per algorithm: out of place, in
@@ -238,7 +239,7 @@ def _row(ctx: Context, oop: _Timing, inplace: _Timing, count: int, spec: SweepSp
     nbytes = count * np.dtype(DTYPES[spec.dtype]).itemsize
     used = resolve(inplace.buf, inplace.algo, ctx).record()
     row = {
-        "algorithm": inplace.algo,
+        "algorithm": inplace.algo.name,
         "bytes": nbytes,
         "count": count,
         "dtype": spec.dtype,
@@ -321,11 +322,10 @@ def benchmark(
 ) -> dict[str, Any]:
     """The whole bench on ``comm``: header, sweep (``spec.threads`` 0: each rank's share of its node's cores),
     footer and comparisons through ``emit`` on rank 0; the bench record (provenance, placement, rows) for JSON."""
+    names = [a.name for a in spec.algorithms]
     for peer in peers:
-        if peer not in spec.algorithms:
-            raise UserError(
-                f"--compare {peer}: not among the benchmarked algorithms {list(spec.algorithms)}; add it to --algos"
-            )
+        if peer not in names:
+            raise UserError(f"--compare {peer}: not among the benchmarked algorithms {names}; add it to --algos")
 
     def say(text: str) -> None:
         if comm.rank == 0:
@@ -353,7 +353,7 @@ def benchmark(
         "world_size": comm.size,
         "nodes": list(nodes),
         "mpi_library": library_version(),
-        "spec": spec.__dict__ | {"algorithms": list(spec.algorithms)},
+        "spec": spec.__dict__ | {"algorithms": names},
         "device": spec.device,
         **placement,
         "reduction_s_per_byte": gamma,

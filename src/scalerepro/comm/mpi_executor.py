@@ -1,7 +1,7 @@
 """The ``mpi`` executor: runs any schedule over mpi4py on NumPy arrays (and CPU tensors, as NumPy views).
 
 A schedule is compiled once per (algorithm, size, parameters) into a
-:class:`Plan` of plain tuples, so a call is a tight loop. How it runs:
+:class:`MpiPlan` of plain tuples, so a call is a tight loop. How it runs:
 
 * **one lane** (ring, rabenseifner, hierarchical): stage by stage with
   blocking calls. A stage of one send and one receive is MPI_Sendrecv; a
@@ -41,8 +41,8 @@ EXCHANGE, SEND, RECV, MANY, COLLECTIVE = range(5)
 
 
 @dataclass(frozen=True)
-class Plan:
-    """A schedule compiled for this executor: per lane a tuple of compiled stages, and the scratch it needs."""
+class MpiPlan:
+    """A schedule compiled for the MPI executor: per lane a tuple of compiled stages, and the scratch it needs."""
 
     lanes: tuple[tuple[tuple[Any, ...], ...], ...]
     scratch: int  # elements of scratch
@@ -50,7 +50,7 @@ class Plan:
     direct: tuple[int, int] | None  # (peer, count) when the schedule is one whole-buffer exchange
 
 
-def compile_plan(schedule: Schedule, count: int, itemsize: int) -> Plan:
+def compile_plan(schedule: Schedule, count: int, itemsize: int) -> MpiPlan:
     """Compile ``schedule`` for a buffer of ``count`` elements of ``itemsize`` bytes."""
     block = max(1, REDUCE_BLOCK_BYTES // itemsize)
     single = len(schedule.lanes) == 1
@@ -61,7 +61,7 @@ def compile_plan(schedule: Schedule, count: int, itemsize: int) -> Plan:
         needs.append(max((_scratch_of(c) for c in compiled), default=0))
     offsets = tuple(sum(needs[:i]) for i in range(len(needs)))
     scratch = max(needs, default=0) if single else sum(needs)
-    return Plan(tuple(lanes), scratch, offsets, _direct(schedule, count))
+    return MpiPlan(tuple(lanes), scratch, offsets, _direct(schedule, count))
 
 
 def _direct(schedule: Schedule, count: int) -> tuple[int, int] | None:
@@ -119,7 +119,7 @@ def _scratch_of(stage: tuple[Any, ...]) -> int:
     return int(stage[4]) if stage[0] == MANY else 0
 
 
-def run(plan: Plan, buf: np.ndarray, ctx: Any, schedule: Schedule) -> None:
+def allreduce_array(plan: MpiPlan, buf: np.ndarray, ctx: Any, schedule: Schedule) -> None:
     """All-reduce ``buf`` in place by ``plan`` over ``ctx.comm``."""
     if plan.direct is not None:
         ctx.cached("mpi-direct", DirectExchanges).get(ctx.comm, buf, plan.direct[0])(buf)
@@ -202,7 +202,7 @@ def _reduce(buf: np.ndarray, tmp: np.ndarray, stage: tuple[Any, ...]) -> None:
             np.add(target, tmp[o : o + r.hi - r.lo], out=target)
 
 
-def _drive(plan: Plan, buf: np.ndarray, scratch: np.ndarray, comm: MPI.Intracomm) -> None:
+def _drive(plan: MpiPlan, buf: np.ndarray, scratch: np.ndarray, comm: MPI.Intracomm) -> None:
     """Run every lane to completion; each posts its next stage as soon as its last one is reduced."""
     at = [0] * len(plan.lanes)
     waiting = [0] * len(plan.lanes)

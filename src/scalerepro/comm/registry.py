@@ -2,12 +2,16 @@
 
 The algorithms are the table in :mod:`scalerepro.comm.algorithms`;
 ``auto`` picks one of them per message size (:mod:`scalerepro.comm.auto`).
+``allreduce`` takes the :class:`~scalerepro.comm.algorithms.Selection` a
+command resolved once, or a name, which it resolves here once per context
+and device.
 
 An executor runs the schedule: ``mpi`` on NumPy arrays and CPU tensors
-(zero-copy views), ``torch`` on tensors on their own device. ``comm.executor``
-chooses (``auto``: ``torch`` for CUDA tensors, ``mpi`` otherwise); the MPI
-executor given a CUDA tensor goes through one pinned host copy, as MPI
-libraries without GPU support do. Every call runs under the context's
+(zero-copy views), ``torch`` on tensors on their own device. The selection
+carries which (:func:`scalerepro.comm.algorithms.executor_for`:
+``comm.executor``, and for ``auto`` ``torch`` for CUDA tensors, ``mpi``
+otherwise); the MPI executor given a CUDA tensor goes through one pinned
+host copy, as MPI libraries without GPU support do. Every call runs under the context's
 watchdog, so a dead or absent rank ends the job with a message instead of
 a hang.
 """
@@ -21,12 +25,12 @@ import numpy as np
 from mpi4py import MPI
 
 from scalerepro.comm import auto, gloo, mpi_executor, native, nccl, torch_executor
-from scalerepro.comm.algorithms import AUTO, Algorithm, get, names
+from scalerepro.comm.algorithms import Selection, get, names, select
 from scalerepro.comm.context import CommParams, Context
 from scalerepro.comm.schedule import Schedule, Spec
 from scalerepro.errors import UserError
 
-__all__ = ["allreduce", "as_array", "get", "library_sum", "names", "resolve"]
+__all__ = ["allreduce", "as_array", "get", "library_sum", "names", "resolve", "select"]
 
 
 _NUMPY_DTYPES = ("float32", "float64", "int32", "int64")
@@ -94,30 +98,17 @@ class Resolved:
         }
 
 
-def executor_for(algo: Algorithm, device: str, params: CommParams) -> str:
-    """The executor that runs ``algo`` on a buffer on ``device``; a UserError naming the fix where none can."""
-    if algo.device is not None and algo.device != device:
-        other = {"cuda": "nccl", "cpu": "gloo"}.get(device, "ring")
-        raise UserError(
-            f"{algo.name} sums {algo.device.upper()} buffers, but this one is on {device}; use {other} "
-            "there (or put the buffer on the other device: train.device)"
-        )
-    if algo.executor is not None:
-        return algo.executor
-    if params.executor != "auto":
-        return params.executor
-    return torch_executor.NAME if device == "cuda" else mpi_executor.NAME
-
-
-def resolve(buf: Any, algo: str, ctx: Context) -> Resolved:
-    """The algorithm, executor and schedule for all-reducing ``buf`` with ``algo`` on ``ctx`` (cached per size)."""
+def resolve(buf: Any, algo: Selection, ctx: Context) -> Resolved:
+    """The algorithm (``auto``'s pick for this size), executor and schedule for all-reducing ``buf`` with ``algo``
+    on ``ctx`` (cached per size)."""
     device, size, itemsize = device_of(buf), _size(buf), _itemsize(buf)
+    if device != algo.device:
+        raise ValueError(f"{algo.name} was selected for {algo.device} buffers, but this one is on {device}")
 
     def make() -> Resolved:
-        chosen = algo if algo != AUTO else auto.choose(ctx, size * itemsize, device)
-        entry = get(chosen)
-        assert entry is not None
-        executor = executor_for(entry, device, ctx.params)
+        picked = algo if algo.algorithm is not None else algo.pick(auto.choose(ctx, size * itemsize, device))
+        assert picked.algorithm is not None  # auto picked one of the table's algorithms
+        executor = picked.executor
         chunk = (
             ctx.params.chunk_bytes or (mpi_executor if executor == mpi_executor.NAME else torch_executor).CHUNK_BYTES
         )
@@ -132,9 +123,10 @@ def resolve(buf: Any, algo: str, ctx: Context) -> Resolved:
             ctx.nodes() if ctx.size > 1 else (),
             ctx.params.dim_algorithms,
         )
-        return Resolved(chosen, executor, entry.schedule(spec), executor == mpi_executor.NAME and device != "cpu")
+        schedule = picked.algorithm.schedule(spec)
+        return Resolved(picked.name, executor, schedule, executor == mpi_executor.NAME and device != "cpu")
 
-    resolved: Resolved = ctx.cached(("resolved", algo, device, size, itemsize), make)
+    resolved: Resolved = ctx.cached(("resolved", algo.name, algo.executor, device, size, itemsize), make)
     return resolved
 
 
@@ -150,12 +142,13 @@ def _itemsize(buf: Any) -> int:
 
 def allreduce(
     buf: Any,
-    algo: str = "native",
+    algo: Selection | str = "native",
     comm: Context | MPI.Intracomm | None = None,
     out: Any = None,
     params: CommParams | None = None,
 ) -> Any:
-    """Sum ``buf`` over ``comm`` with algorithm ``algo``: in place, or into ``out`` (``buf`` untouched).
+    """Sum ``buf`` over ``comm`` with ``algo`` (a selection, or a name resolved for ``buf``'s device and the
+    context's ``comm.executor``): in place, or into ``out`` (``buf`` untouched).
 
     Out of place, ``native`` on NumPy buffers is MPI_Allreduce from ``buf``
     into ``out`` (:func:`library_out_of_place`); every other algorithm copies
@@ -165,17 +158,17 @@ def allreduce(
     groups and the watchdog are made once) or a plain communicator (default
     COMM_WORLD), wrapped for this call. Returns the buffer holding the sum.
     """
-    get(algo)
     ctx = comm if isinstance(comm, Context) else Context(comm, params)
     try:
         target = buf if out is None else _checked_out(buf, out)
-        found = resolve(target, algo, ctx)
+        chosen = algo if isinstance(algo, Selection) else _selection(algo, device_of(target), ctx)
+        found = resolve(target, chosen, ctx)
         direct = out is not None and library_out_of_place(found, target)
         if out is not None and not direct:
             _copy(buf, out)
         dog = ctx.watchdog()
         if dog is not None:
-            dog.arm(f"{algo} all-reduce")
+            dog.arm(f"{chosen.name} all-reduce")
         try:
             if direct:
                 ctx.comm.Allreduce(buf, target, op=MPI.SUM)
@@ -188,6 +181,12 @@ def allreduce(
         if ctx is not comm:
             ctx.close()
     return target
+
+
+def _selection(name: str, device: str, ctx: Context) -> Selection:
+    """Algorithm ``name`` resolved for buffers on ``device`` under ``ctx``'s ``comm.executor``, once per context."""
+    chosen: Selection = ctx.cached(("selection", name, device), lambda: select(name, device, ctx.params.executor))
+    return chosen
 
 
 def library_out_of_place(found: Resolved, buf: Any) -> bool:
@@ -217,7 +216,7 @@ def _execute(found: Resolved, buf: Any, ctx: Context) -> None:
         return
     if found.executor == torch_executor.NAME:
         t = as_tensor(buf)
-        session = ctx.torch_session()
+        groups = ctx.process_groups()
         block = torch_executor.BLOCK_BYTES // t.element_size() if t.device.type == "cpu" else 0
         plan = ctx.cached(
             ("torch-plan", id(found)),
@@ -227,7 +226,7 @@ def _execute(found: Resolved, buf: Any, ctx: Context) -> None:
         )
         if t.device.type == "cuda":
             _use_device(t)
-        torch_executor.run(plan, t, session, ctx.scratch(t.dtype, plan.scratch, t.device))
+        torch_executor.allreduce_tensor(plan, t, groups, ctx.scratch(t.dtype, plan.scratch, t.device))
     elif found.host_staged:
         host = _pinned(ctx, buf)
         host.copy_(buf.view(-1))
@@ -242,7 +241,7 @@ def _execute_mpi(found: Resolved, arr: np.ndarray, ctx: Context) -> None:
     plan = ctx.cached(
         ("mpi-plan", id(found)), lambda: mpi_executor.compile_plan(found.schedule, arr.size, arr.itemsize)
     )
-    mpi_executor.run(plan, arr, ctx, found.schedule)
+    mpi_executor.allreduce_array(plan, arr, ctx, found.schedule)
 
 
 def _pinned(ctx: Context, t: Any) -> Any:

@@ -11,22 +11,19 @@ added with a torch op there. On gloo (CPU) the transfers of a batch
 complete one by one, so reduce messages go in blocks of ``BLOCK_BYTES``
 and each block is added as soon as it is in, while the later ones still
 move (both ends cut a message alike, since both see its length).
-Collectives run on
-process groups made once per group and cached (members only, so disjoint
-groups need no common order). No byte goes through host memory that the
-device holds.
+Collectives run on the process groups of
+:class:`scalerepro.distributed.ProcessGroups`, made once per group and
+cached (members only, so disjoint groups need no common order). No byte
+goes through host memory that the device holds.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import os
-import socket
 from dataclasses import dataclass
 from typing import Any
 
 from scalerepro.comm.schedule import AllReduce, Recv, Schedule, Send
-from scalerepro.errors import UserError
+from scalerepro.distributed import ProcessGroups
 
 NAME = "torch"
 BLOCK_BYTES = 4 << 20
@@ -34,56 +31,6 @@ BLOCK_BYTES = 4 << 20
 # messages to a peer down one TCP connection in order, so extra lanes only queue (multicolor at 4 ranks, 32 MiB:
 # 85-95 ms with 4 MiB chunks, 65 ms without, gloo's all_reduce 55-69 ms, medians of 7 here)
 CHUNK_BYTES = 1 << 62
-
-
-def rendezvous(comm: Any, host: str, timeout: dt.timedelta) -> Any:
-    """torch.distributed's key-value store: rank 0 binds it on a free port first, then announces host and port
-    through MPI (a port picked, closed and announced could be taken by another job in between)."""
-    import torch.distributed as dist
-
-    server = None
-    if comm.rank == 0:
-        server = dist.TCPStore(host, 0, comm.size, True, timeout=timeout, wait_for_workers=False)  # type: ignore[attr-defined]  # exported by torch.distributed, not listed in its __all__
-    addr, port = comm.bcast((host, server.port) if server is not None else None, root=0)
-    return server if server is not None else dist.TCPStore(addr, port, comm.size, False, timeout=timeout)  # type: ignore[attr-defined]  # as above
-
-
-class Session:
-    """torch.distributed's one process group per process, set up over an MPI communicator, and its sub-groups."""
-
-    def __init__(self, comm: Any, timeout_s: float) -> None:
-        """Initialise the default group over ``comm`` (rank 0's host and a free port broadcast through MPI)."""
-        import torch
-        import torch.distributed as dist  # imported here: torch in the process slows MPI's small messages
-
-        if dist.is_initialized():
-            raise UserError(
-                "torch.distributed is already initialised in this process; scalerepro sets up its own "
-                "process group (one comm Context per process owns it)"
-            )
-        timeout = dt.timedelta(seconds=timeout_s)
-        store = rendezvous(comm, os.environ.get("SCALEREPRO_GLOO_HOST") or socket.gethostname(), timeout)
-        self.backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
-        dist.init_process_group(self.backend, store=store, rank=comm.rank, world_size=comm.size, timeout=timeout)
-        self.comm = comm
-        self.groups: dict[tuple[int, ...], Any] = {}
-
-    def group(self, ranks: tuple[int, ...]) -> Any:
-        """The process group of ``ranks`` (global ranks; None for the whole world), made on first use."""
-        import torch.distributed as dist
-
-        if len(ranks) == self.comm.size:
-            return None
-        if ranks not in self.groups:
-            self.groups[ranks] = dist.new_group(list(ranks), use_local_synchronization=True)
-        return self.groups[ranks]
-
-    def close(self) -> None:
-        """Destroy the process groups."""
-        import torch.distributed as dist
-
-        if dist.is_initialized():
-            dist.destroy_process_group()
 
 
 @dataclass(frozen=True)
@@ -96,14 +43,14 @@ class Stage:
 
 
 @dataclass(frozen=True)
-class Plan:
-    """A schedule compiled for this executor: each lane's stages, and the scratch elements they need."""
+class TorchPlan:
+    """A schedule compiled for the torch executor: each lane's stages, and the scratch elements they need."""
 
     lanes: tuple[tuple[Stage, ...], ...]
     scratch: int
 
 
-def compile_plan(schedule: Schedule, rank: int, to_global: tuple[int, ...], block: int = 0) -> Plan:
+def compile_plan(schedule: Schedule, rank: int, to_global: tuple[int, ...], block: int = 0) -> TorchPlan:
     """Compile ``schedule`` (ranks of the context's communicator, mapped to global ranks by ``to_global``).
 
     ``block`` > 0 cuts reduce messages into blocks of that many elements.
@@ -135,10 +82,10 @@ def compile_plan(schedule: Schedule, rank: int, to_global: tuple[int, ...], bloc
             need = max(need, used)
         lanes.append(tuple(stages))
         at += need
-    return Plan(tuple(lanes), at)
+    return TorchPlan(tuple(lanes), at)
 
 
-def run(plan: Plan, t: Any, session: Session, scratch: Any) -> None:
+def allreduce_tensor(plan: TorchPlan, t: Any, groups: ProcessGroups, scratch: Any) -> None:
     """All-reduce tensor ``t`` (1-D, contiguous) in place by ``plan``.
 
     Every lane posts its first stage; then, lane after lane in a fixed
@@ -147,25 +94,25 @@ def run(plan: Plan, t: Any, session: Session, scratch: Any) -> None:
     while one lane's transfers overlap another's reductions.
     """
     at = [0] * len(plan.lanes)
-    works = [_post(plan.lanes[i][0], t, session, scratch) if plan.lanes[i] else [] for i in range(len(plan.lanes))]
+    works = [_post(plan.lanes[i][0], t, groups, scratch) if plan.lanes[i] else [] for i in range(len(plan.lanes))]
     live = [i for i, lane in enumerate(plan.lanes) if lane]
     while live:
         for i in live:
             _finish(plan.lanes[i][at[i]], works[i], t, scratch)
             at[i] += 1
             if at[i] < len(plan.lanes[i]):
-                works[i] = _post(plan.lanes[i][at[i]], t, session, scratch)
+                works[i] = _post(plan.lanes[i][at[i]], t, groups, scratch)
         live = [i for i in live if at[i] < len(plan.lanes[i])]
 
 
-def _post(stage: Stage, t: Any, session: Session, scratch: Any) -> list[Any]:
+def _post(stage: Stage, t: Any, groups: ProcessGroups, scratch: Any) -> list[Any]:
     """Start a stage: its messages as one batch (or run its collective); the handles to wait for."""
     import torch.distributed as dist
 
     if stage.collective is not None:
         ranks, lo, hi = stage.collective
         if len(ranks) > 1:
-            dist.all_reduce(t[lo:hi], op=dist.ReduceOp.SUM, group=session.group(ranks))
+            dist.all_reduce(t[lo:hi], op=dist.ReduceOp.SUM, group=groups.group(ranks))
         return []
     if not stage.messages:  # nothing for this rank this round (a piece too small to split)
         return []

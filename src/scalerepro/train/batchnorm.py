@@ -49,7 +49,7 @@ class GroupSum:
 def bn_context(ctx: Context, group: int) -> Context:
     """A Context over this rank's batch-norm group: ranks [g*G, (g+1)*G) for g = rank // G.
 
-    It shares ``ctx``'s torch.distributed session, so on a GPU its sums are NCCL's on a cached sub-group.
+    It shares ``ctx``'s torch.distributed process groups, so on a GPU its sums are NCCL's on a cached sub-group.
     """
     sub = ctx.split(("bn-group", group), ctx.rank // group, ctx.rank)
     return Context(sub, ctx.params, parent=ctx)

@@ -24,6 +24,7 @@ import torch
 from mpi4py import MPI
 from torch import nn
 
+from scalerepro.comm.algorithms import Selection
 from scalerepro.comm.context import Context
 from scalerepro.config import Config
 from scalerepro.train.model import build
@@ -33,13 +34,18 @@ from scalerepro.train.trainer import broadcast_state, build_trainer
 
 @dataclass(frozen=True)
 class TrainBenchSpec:
-    """What to measure: our algorithm, steps per repetition, warm-up steps, repetitions, classes."""
+    """What to measure: our all-reduce (resolved by the command), steps per repetition, warm-up steps,
+    repetitions, classes."""
 
-    algorithm: str = "ring"
+    algorithm: Selection
     steps: int = 20
     warmup: int = 3
     reps: int = 5
     classes: int = 10
+
+    def record(self) -> dict[str, Any]:
+        """The spec as results record it (the algorithm by its name)."""
+        return {**self.__dict__, "algorithm": self.algorithm.name}
 
 
 def fixed_batches(cfg: Config, spec: TrainBenchSpec, rank: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -66,7 +72,7 @@ def ddp_stepper(
     model = build(t.model, classes, t.width)
     broadcast_state(model, ctx.comm)
     model = model.to(device)
-    ctx.torch_session()  # the default process group, over ctx's ranks (gloo; nccl for CUDA tensors)
+    ctx.process_groups()  # the default process group, over ctx's ranks (gloo; nccl for CUDA tensors)
     ddp = DDP(model, bucket_cap_mb=t.bucket_mib, broadcast_buffers=False)
     opt = build_optimizer(model, t)
     loss_fn = nn.CrossEntropyLoss(label_smoothing=t.label_smoothing)
@@ -95,7 +101,9 @@ def _timed_steps(
     return float(comm.allreduce(time.perf_counter() - t0, op=MPI.MAX))
 
 
-def run(cfg: Config, spec: TrainBenchSpec, comm: MPI.Intracomm, progress: Callable[[str], None]) -> dict[str, Any]:
+def measure_against_ddp(
+    cfg: Config, spec: TrainBenchSpec, comm: MPI.Intracomm, progress: Callable[[str], None]
+) -> dict[str, Any]:
     """Both sides, ``spec.reps`` interleaved repetitions; per-repetition rows and the medians."""
     cfg = replace(cfg, train=replace(cfg.train, bn_group=1))
     t = cfg.train
@@ -137,7 +145,7 @@ def summarise(rows: list[dict[str, Any]], spec: TrainBenchSpec, world: int) -> d
     step_s = statistics.median(r["seconds"] for r in ours) / spec.steps
     comm_s = statistics.median(r["allreduce_s_per_step"] for r in ours)
     return {
-        "algorithm": spec.algorithm,
+        "algorithm": spec.algorithm.name,
         "world_size": world,
         "peer": ddp[0]["side"],
         "ours_images_per_s": rate,

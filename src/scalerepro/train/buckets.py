@@ -22,6 +22,7 @@ from mpi4py import MPI
 from torch import nn
 
 from scalerepro.comm import allreduce
+from scalerepro.comm.algorithms import Selection
 from scalerepro.comm.context import Context
 from scalerepro.comm.fusion import cut
 from scalerepro.errors import UserError
@@ -29,8 +30,9 @@ from scalerepro.errors import UserError
 Reducer = Callable[[torch.Tensor], None]
 
 
-def reducer(algorithm: str, ctx: Context) -> Reducer:
-    """Sum a bucket in place with ``algorithm`` (its executor runs on the bucket's own device; see comm.registry)."""
+def reducer(algorithm: Selection, ctx: Context) -> Reducer:
+    """Sum a bucket in place with ``algorithm`` (selected for the buckets' device, with the executor that runs it
+    there; see comm.registry)."""
 
     def reduce(t: torch.Tensor) -> None:
         allreduce(t, algorithm, ctx)

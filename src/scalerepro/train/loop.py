@@ -22,6 +22,7 @@ from mpi4py import MPI
 
 from scalerepro import provenance
 from scalerepro.comm import allreduce
+from scalerepro.comm.algorithms import Selection
 from scalerepro.comm.context import Context
 from scalerepro.config import Config, TrainConfig
 from scalerepro.data.augment import EvalPipeline, TrainPipeline
@@ -36,15 +37,16 @@ from scalerepro.train.checkpoint import Preempted, Progress, StopSignals
 from scalerepro.train.events import EventLog
 from scalerepro.train.optim import learning_rate, peak_lr
 from scalerepro.train.runfolder import CHECKPOINT, RANKS
-from scalerepro.train.trainer import Trainer, allreduce_plan, build_trainer, check_algorithm
+from scalerepro.train.trainer import Trainer, allreduce_plan, build_trainer
 
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One training run: the config, the algorithm, where the data is and where results go."""
+    """One training run: the config, the gradient all-reduce (resolved by the command), where the data is and
+    where results go."""
 
     config: Config
-    algorithm: str
+    algorithm: Selection
     train_dir: Path
     val_dir: Path
     out: Path
@@ -80,10 +82,9 @@ def timed(it: Any) -> Any:
         yield time.perf_counter() - t0, item
 
 
-def run(spec: RunSpec, comm: MPI.Intracomm) -> dict[str, Any]:
+def train(spec: RunSpec, comm: MPI.Intracomm) -> dict[str, Any]:
     """Train (or resume), evaluate, checkpoint, log; return the run record (written by rank 0). A run that has
     finished in ``spec.out`` (its run.json and events.jsonl there) is not touched: its record is returned."""
-    check_algorithm(spec.algorithm)
     spec.train.bn_group_size(comm.size)  # a group that does not divide the ranks: fail before any work
     done = finished(spec.out)
     if done is not None:
@@ -100,13 +101,13 @@ def run(spec: RunSpec, comm: MPI.Intracomm) -> dict[str, Any]:
     if not resuming:  # MLPerf: the clock starts before the dataset is touched (nothing is untimed init)
         log.start("init_start")
         log.end("init_stop")
-        log.start("run_start", algorithm=spec.algorithm, world_size=comm.size)
+        log.start("run_start", algorithm=spec.algorithm.name, world_size=comm.size)
     ranks = processes(comm)
     on_root(comm, lambda: write_json_atomic(spec.out / RANKS, {"ranks": ranks}))
     try:
         with ExitStack() as stack:
             ctx = stack.enter_context(Context(comm, spec.config.comm.params()))
-            record = Session(spec, ctx, log, signals, stack).train()
+            record = TrainingRun(spec, ctx, log, signals, stack).train_to_end()
     except Preempted as exc:
         log.emit("run_preempted", None, signal=exc.signum)
         log.close()
@@ -130,8 +131,8 @@ def finished(out: Path) -> dict[str, Any] | None:
     return read_json(out / "run.json")
 
 
-class Session:
-    """One rank's run: data, trainer, progress; epochs, evaluations, checkpoints."""
+class TrainingRun:
+    """One rank's share of a training run: data, trainer, progress; epochs, evaluations, checkpoints."""
 
     def __init__(self, spec: RunSpec, ctx: Context, log: EventLog, signals: StopSignals, stack: ExitStack) -> None:
         """Open the shards, build the trainer, resume from a checkpoint if there is one."""
@@ -167,7 +168,7 @@ class Session:
         """Seconds of this run so far, over every resumed segment."""
         return time.perf_counter() - self.t0
 
-    def train(self) -> dict[str, Any]:
+    def train_to_end(self) -> dict[str, Any]:
         """Every remaining epoch; the run record."""
         cfg, world = self.spec.train, self.ctx.size
         if self.resumed:
@@ -287,7 +288,7 @@ class Session:
         spec, comm = self.spec, self.ctx.comm
         return {
             **provenance.record(comm),
-            "algorithm": spec.algorithm,
+            "algorithm": spec.algorithm.name,
             "world_size": comm.size,
             "nodes": node_table(comm),
             "device": str(self.trainer.device),

@@ -11,9 +11,9 @@ import torch
 from mpi4py import MPI
 from torch import nn
 
-from scalerepro.comm.algorithms import get
+from scalerepro.comm.algorithms import Selection
 from scalerepro.comm.context import Context
-from scalerepro.comm.registry import executor_for, library_sum, resolve
+from scalerepro.comm.registry import library_sum, resolve
 from scalerepro.config import TrainConfig
 from scalerepro.errors import UserError
 from scalerepro.mpi import node_comm
@@ -34,9 +34,14 @@ class StepTimes:
     optimizer_s: float
 
 
+def device_kind(name: str) -> str:
+    """The kind of device ``train.device`` ``name`` trains on: cpu, or cuda (auto: cuda when one is visible)."""
+    return "cpu" if name == "cpu" or (name == "auto" and not torch.cuda.is_available()) else "cuda"
+
+
 def resolve_device(name: str, comm: MPI.Intracomm) -> torch.device:
     """cpu, or this rank's GPU (node-local rank modulo the visible GPUs); auto picks cuda when one is visible."""
-    if name == "cpu" or (name == "auto" and not torch.cuda.is_available()):
+    if device_kind(name) == "cpu":
         return torch.device("cpu")
     if not torch.cuda.is_available():
         raise UserError("train.device=cuda but torch sees no GPU here; set train.device=cpu or auto")
@@ -100,22 +105,22 @@ class Trainer:
         self.buckets.close()
 
 
-def build_trainer(cfg: TrainConfig, algorithm: str, ctx: Context, classes: int, stack: ExitStack) -> Trainer:
-    """The configured model (seeded, rank 0's weights everywhere, batch norm over its group) and its Trainer.
+def build_trainer(cfg: TrainConfig, algorithm: Selection, ctx: Context, classes: int, stack: ExitStack) -> Trainer:
+    """The configured model (seeded, rank 0's weights everywhere, batch norm over its group) and its Trainer,
+    summing gradients with ``algorithm`` (selected for ``cfg.device``'s kind, :func:`device_kind`).
 
     Contexts and threads it opens are closed by ``stack``.
     """
     comm = ctx.comm
     device = resolve_device(cfg.device, comm)
+    if device.type != algorithm.device:
+        raise ValueError(f"{algorithm.name} was selected for {algorithm.device}, but train.device is {device.type}")
     group = cfg.bn_group_size(ctx.size)
     torch.manual_seed(cfg.seed)
     model = build(cfg.model, classes, cfg.width)
     broadcast_state(model, comm)
-    entry = get(algorithm)
-    if entry is not None:  # nccl on the CPU, gloo on a GPU: the registry's error, before any group is set up
-        executor_for(entry, device.type, ctx.params)
-    if ctx.size > 1 and uses_torch(algorithm, device.type, ctx):
-        ctx.torch_session()  # collective: every rank sets torch.distributed up here, before any thread could
+    if ctx.size > 1 and uses_torch(algorithm, ctx):
+        ctx.process_groups()  # collective: every rank sets torch.distributed up here, before any thread could
     if group > 1:
         bn_ctx = stack.enter_context(batchnorm.bn_context(ctx, group))
         batchnorm.convert(model, batchnorm.GroupSum(lambda t: library_sum(t, bn_ctx), group))
@@ -124,7 +129,7 @@ def build_trainer(cfg: TrainConfig, algorithm: str, ctx: Context, classes: int, 
     return trainer
 
 
-def allreduce_plan(trainer: Trainer, algorithm: str, ctx: Context) -> list[dict[str, Any]]:
+def allreduce_plan(trainer: Trainer, algorithm: Selection, ctx: Context) -> list[dict[str, Any]]:
     """Per gradient bucket: its bytes and the schedule that sums it (``auto``'s choice, executor, colors, grid...)."""
     return [
         {"bucket": i, "bytes": buf.numel() * buf.element_size(), **resolve(buf, algorithm, ctx).record()}
@@ -132,12 +137,7 @@ def allreduce_plan(trainer: Trainer, algorithm: str, ctx: Context) -> list[dict[
     ]
 
 
-def check_algorithm(name: str) -> None:
-    """Fail before any work on an unknown gradient all-reduce."""
-    get(name)
-
-
-def uses_torch(name: str, device: str, ctx: Context) -> bool:
-    """Whether gradient or batch-norm sums on ``device`` go through torch.distributed."""
-    entry = get(name)
-    return device == "cuda" or ctx.params.executor == "torch" or (entry is not None and entry.executor == "torch")
+def uses_torch(algorithm: Selection, ctx: Context) -> bool:
+    """Whether gradient sums (``algorithm``'s executor) or batch-norm sums (:func:`library_sum`: torch's on a GPU
+    or under ``comm.executor=torch``) go through torch.distributed."""
+    return algorithm.executor == "torch" or algorithm.device == "cuda" or ctx.params.executor == "torch"

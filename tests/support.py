@@ -28,3 +28,18 @@ def train_args(shards: Path | str, out: Path | str, *settings: str, stage: bool 
     args = ["-m", "scalerepro.cli", "train", "--algo", "ring", "--shards", str(shards), "--out", str(out)]
     args += [] if stage else ["--no-stage"]
     return args + [a for setting in settings for a in ("--set", setting)]
+
+
+def paper_folder(root: Path, claims: list[dict], pid: str = "ying2018", title: str = "P") -> Path:
+    """A papers folder under ``root`` holding one paper file, ``pid`` (a registered source) with ``claims``,
+    beside the shipped sources registry and the paper's shipped preset."""
+    import yaml
+
+    config = root / "config"
+    (config / "papers").mkdir(parents=True)
+    (config / "presets").mkdir()
+    shutil.copy(REPO / "config" / "sources.yaml", config / "sources.yaml")
+    shutil.copy(REPO / "config" / "presets" / f"{pid}.yaml", config / "presets" / f"{pid}.yaml")
+    doc = {"title": title, "preset": f"../presets/{pid}.yaml", "claims": claims}
+    (config / "papers" / f"{pid}.yaml").write_text(yaml.safe_dump(doc))
+    return config / "papers"

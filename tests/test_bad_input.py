@@ -14,13 +14,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
-from scalerepro.analysis.reproduce import TABLES, load_claims, read_tables
+from scalerepro.analysis.reproduce import TABLES, load_cards, read_analysis
 from scalerepro.data.shards import ShardReader
 from scalerepro.errors import UserError
-from scalerepro.sim.platforms import load
-from tests.support import REPO, train_args
+from scalerepro.sim.platforms import load_platforms
+from tests.support import REPO, paper_folder, train_args
 
 pytestmark = pytest.mark.faults
 
@@ -62,22 +61,19 @@ def platforms_file(tmp_path: Path, text: str) -> Path:
 def test_a_platforms_file_that_is_not_yaml_is_named_with_its_line(tmp_path):
     path = platforms_file(tmp_path, "platforms:\n  p:\n    shape: torus\n    link_GBps: [83\n")
     with pytest.raises(UserError, match=rf"{path}, line 5, column 1: not valid YAML"):
-        load(path)
+        load_platforms(path)
 
 
 def test_a_platform_number_that_is_not_a_number_is_named_with_its_line(tmp_path):
     body = "platforms:\n  p:\n    shape: torus\n    max_ranks: 16\n    link_GBps: fast\n"
     path = platforms_file(tmp_path, body + "    latency_us: 1.0\n    gamma_s_per_byte: 0.0\n")
     with pytest.raises(UserError, match=rf"{path}, line 5: platform 'p': link_GBps 'fast' is not a number"):
-        load(path)
+        load_platforms(path)
 
 
 def claims_file(tmp_path: Path, measure: dict) -> Path:
-    (tmp_path / "sources.yaml").write_text((REPO / "config" / "sources.yaml").read_text())
     claim = {"id": "c", "claim": "c", "source": "ying2018#result", "scope": "network", "measure": measure}
-    path = tmp_path / "claims.yaml"
-    path.write_text(yaml.safe_dump({"papers": [{"paper": "P", "source": "ying2018", "claims": [claim]}]}))
-    return path
+    return paper_folder(tmp_path, [claim])
 
 
 @pytest.mark.parametrize(
@@ -93,17 +89,17 @@ def claims_file(tmp_path: Path, measure: dict) -> Path:
 )
 def test_a_claim_with_a_bad_measure_is_named(tmp_path, measure, named):
     with pytest.raises(UserError, match=named):
-        load_claims(claims_file(tmp_path, measure))
+        load_cards(claims_file(tmp_path, measure))
 
 
 def test_empty_tables_read_as_no_rows_and_a_table_without_a_column_is_named(tmp_path):
     for name in TABLES:
         (tmp_path / f"{name}.csv").write_text("")
-    tables = read_tables(tmp_path)
+    tables = read_analysis(tmp_path)
     assert all(frame.empty and set(TABLES[name]) <= set(frame.columns) for name, frame in tables.items())
     pd.DataFrame({"algorithm": ["ring"], "world_size": [4]}).to_csv(tmp_path / "busbw.csv", index=False)
     with pytest.raises(UserError, match=r"busbw.csv: no column 'bytes', which `scalerepro analyze` writes"):
-        read_tables(tmp_path)
+        read_analysis(tmp_path)
 
 
 def test_reproduce_on_empty_tables_writes_cards_saying_not_in_this_run(tmp_path):

@@ -12,7 +12,7 @@ import yaml
 from snakemake.utils import update_config
 
 from scalerepro.cli.common import parse_set as _parse_set
-from scalerepro.config import ConfigWarning, from_mapping, load, schema, validate, validate_in_place
+from scalerepro.config import ConfigWarning, from_layers, from_mapping, schema, validate, validate_in_place
 from scalerepro.errors import UserError
 from tests.support import REPO
 
@@ -24,7 +24,7 @@ def test_empty_config_takes_every_default(default_config):
 
 @pytest.mark.parametrize("name", ["config.yaml", "cluster.yaml"])
 def test_shipped_configs_are_valid(name):
-    cfg = load(REPO / "config" / name)
+    cfg = from_layers(REPO / "config" / name)
     assert cfg.train.ranks
     assert cfg.bench.ranks
 
@@ -101,28 +101,28 @@ def test_config_is_frozen(default_config):
 def test_inline_json_overrides_file_per_key(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump({"train": {"epochs": 3, "width": 8}}))
-    cfg = load(path, json.dumps({"train": {"epochs": 5}}))
+    cfg = from_layers(path, json.dumps({"train": {"epochs": 5}}))
     assert (cfg.train.epochs, cfg.train.width) == (5, 8)
 
 
 def test_missing_and_malformed_files_are_named(tmp_path):
     with pytest.raises(UserError, match="nope.yaml not found"):
-        load(tmp_path / "nope.yaml")
+        from_layers(tmp_path / "nope.yaml")
     bad = tmp_path / "bad.yaml"
     bad.write_text("train: [1, 2\n")
     with pytest.raises(UserError, match="bad.yaml, line 2, column 1: not valid YAML"):
-        load(bad)
+        from_layers(bad)
     with pytest.raises(UserError, match="--config-json is not valid JSON"):
-        load(None, "{oops")
+        from_layers(None, "{oops")
 
 
 def test_file_inline_and_overrides_merge_key_by_key_later_winning(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("train:\n  epochs: 3\n  width: 8\nbench:\n  rounds: 2\n")
-    cfg = load(path, '{"train": {"epochs": 4, "seed": 7}}', {"train": {"seed": 9}, "bench": {"rounds": 5}})
+    cfg = from_layers(path, '{"train": {"epochs": 4, "seed": 7}}', {"train": {"seed": 9}, "bench": {"rounds": 5}})
     assert (cfg.train.epochs, cfg.train.width, cfg.train.seed, cfg.bench.rounds) == (4, 8, 9, 5)
     with pytest.raises(UserError, match="train.epochs"):
-        load(path, None, {"train": {"epochs": -1}})
+        from_layers(path, None, {"train": {"epochs": -1}})
 
 
 def test_set_overrides_parse_values_and_reject_bad_syntax():
@@ -250,19 +250,19 @@ def test_staging_starts_one_process_per_node(launcher, ranks, line):
 
 
 def test_staged_shards_are_removed_after_the_sweep_under_slurm_unless_kept():
-    base = load(REPO / "config" / "config.yaml")
+    base = from_layers(REPO / "config" / "config.yaml")
     assert base.stage.keep is None
     assert base.stage.kept("mpiexec")
     assert not base.stage.kept("srun --mpi=pmi2")
-    kept = load(REPO / "config" / "config.yaml", json.dumps({"stage": {"keep": True}})).stage
+    kept = from_layers(REPO / "config" / "config.yaml", json.dumps({"stage": {"keep": True}})).stage
     assert kept.kept("srun --mpi=pmi2")
     with pytest.raises(UserError, match="keep"):
-        load(REPO / "config" / "config.yaml", json.dumps({"stage": {"keep": "yes"}}))
+        from_layers(REPO / "config" / "config.yaml", json.dumps({"stage": {"keep": "yes"}}))
 
 
 def test_a_runs_stage_section_leaves_out_keep_so_changing_it_reruns_no_run():
-    a = load(REPO / "config" / "config.yaml")
-    b = load(REPO / "config" / "config.yaml", json.dumps({"stage": {"keep": True}}))
+    a = from_layers(REPO / "config" / "config.yaml")
+    b = from_layers(REPO / "config" / "config.yaml", json.dumps({"stage": {"keep": True}}))
     assert a.run_sections("base") == b.run_sections("base")
 
 
@@ -310,12 +310,12 @@ def test_enough_cpus_or_nothing_to_check_is_silent(raw):
 
 
 def test_shipped_configs_and_a_runs_sections_validate_without_warnings():
-    cluster = quiet(lambda: load(REPO / "config" / "cluster.yaml"))
+    cluster = quiet(lambda: from_layers(REPO / "config" / "cluster.yaml"))
     assert cluster.cluster.loader_images_per_s_per_cpu is not None
-    quiet(lambda: load(REPO / "config" / "config.yaml"))
+    quiet(lambda: from_layers(REPO / "config" / "config.yaml"))
     quiet(lambda: from_mapping(cluster.run_sections("base")))  # what a training job gets: no cluster section
     with pytest.warns(ConfigWarning) as caught:
-        low = load(REPO / "config" / "cluster.yaml", overrides={"cluster": {"cpus_per_task": 2}})
+        low = from_layers(REPO / "config" / "cluster.yaml", overrides={"cluster": {"cpus_per_task": 2}})
     assert ["loader.workers (6) + 1" in str(w.message) for w in caught] == [True, False]
     assert "Ying et al. 2018" in str(caught[1].message)
     quiet(lambda: low.for_variant("base"))  # warned once, when the sweep's config was built

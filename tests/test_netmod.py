@@ -7,7 +7,7 @@ import os
 import pytest
 
 from scalerepro import cli
-from scalerepro.netmod import NETMOD, choose, settings, under_slurm_pmi2
+from scalerepro.netmod import NETMOD, choose_netmod, netmod_env, under_slurm_pmi2
 
 PMI2_TASK = {"SLURM_MPI_TYPE": "pmi2", "PMI_FD": "11", "PMI_RANK": "0", "PMI_SIZE": "4"}
 
@@ -27,20 +27,20 @@ def test_only_tasks_of_srun_mpi_pmi2_are_recognised(env, expected):
 
 
 def test_srun_pmi2_tasks_get_ofi():
-    assert settings(PMI2_TASK) == {NETMOD: "ofi"}
+    assert netmod_env(PMI2_TASK) == {NETMOD: "ofi"}
 
 
 def test_the_users_netmod_wins():
-    assert settings({**PMI2_TASK, NETMOD: "ucx"}) == {}
+    assert netmod_env({**PMI2_TASK, NETMOD: "ucx"}) == {}
 
 
 def test_elsewhere_nothing_is_set():
-    assert settings({"MPI_LOCALNRANKS": "4", "PMI_FD": "5"}) == {}
+    assert netmod_env({"MPI_LOCALNRANKS": "4", "PMI_FD": "5"}) == {}
 
 
 def test_choose_updates_the_environment_it_is_given():
     env = dict(PMI2_TASK)
-    assert choose(env) == {NETMOD: "ofi"}
+    assert choose_netmod(env) == {NETMOD: "ofi"}
     assert env == {**PMI2_TASK, NETMOD: "ofi"}
 
 

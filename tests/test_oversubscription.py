@@ -16,8 +16,8 @@ from scalerepro.oversubscription import (
     launch_env,
     local_ranks,
     node_cores,
-    settings,
     tune,
+    yield_env,
 )
 
 
@@ -42,29 +42,29 @@ def test_node_cores_prefers_the_slurm_allocation():
 
 
 def test_oversubscribed_node_gets_every_setting():
-    assert settings({"MPI_LOCALNRANKS": "4"}, cores=2) == YIELD_SETTINGS
+    assert yield_env({"MPI_LOCALNRANKS": "4"}, cores=2) == YIELD_SETTINGS
 
 
 @pytest.mark.parametrize("ranks", ["1", "2"])
 def test_a_rank_per_core_keeps_mpich_defaults(ranks):
-    assert settings({"MPI_LOCALNRANKS": ranks}, cores=2) == {}
+    assert yield_env({"MPI_LOCALNRANKS": ranks}, cores=2) == {}
 
 
 def test_settings_the_user_made_win():
     env = {"MPI_LOCALNRANKS": "4", "MPIR_CVAR_POLLS_BEFORE_YIELD": "1000"}
-    added = settings(env, cores=2)
+    added = yield_env(env, cores=2)
     assert "MPIR_CVAR_POLLS_BEFORE_YIELD" not in added
     assert set(added) == set(YIELD_SETTINGS) - {"MPIR_CVAR_POLLS_BEFORE_YIELD"}
 
 
 def test_switch_forces_or_disables():
-    assert settings({SWITCH: "1"}, cores=64) == YIELD_SETTINGS
-    assert settings({SWITCH: "0", "MPI_LOCALNRANKS": "8"}, cores=2) == {}
+    assert yield_env({SWITCH: "1"}, cores=64) == YIELD_SETTINGS
+    assert yield_env({SWITCH: "0", "MPI_LOCALNRANKS": "8"}, cores=2) == {}
 
 
 def test_bad_switch_names_the_variable_and_the_choices():
     with pytest.raises(UserError, match=r"SCALEREPRO_MPI_YIELD='yes'.*1 \(yield\), 0"):
-        settings({SWITCH: "yes"}, cores=2)
+        yield_env({SWITCH: "yes"}, cores=2)
 
 
 def test_tune_updates_the_environment_it_is_given():

@@ -1,4 +1,8 @@
-"""The published results the papers report (config/baselines.yaml), read for analysis and benchmarks alike.
+"""Published results, read for analysis and benchmarks alike: config/baselines.yaml's and the papers' own.
+
+config/baselines.yaml holds other works' results and names, with
+``papers:``, the folder of the reproduced papers' files
+(:mod:`scalerepro.papers`), whose ``baselines:`` are read with it.
 
 Every number of an entry is either stated by a registered fact (``stated: {field: source#fact}``) or
 derived by stated arithmetic (``derived: {field: how}``); the loader refuses one that is neither, and
@@ -12,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from scalerepro import sources
+from scalerepro import papers, sources
 from scalerepro.errors import UserError
 from scalerepro.io import read_yaml
 
@@ -27,16 +31,19 @@ def load_baselines(path: Path) -> pd.DataFrame:
     if not isinstance(entries, list):
         raise UserError(f"{path}: expected a top-level 'baselines:' list")
     registry = sources.load_beside(path, doc)
-    frame = pd.DataFrame([_checked(registry, path, i, e) for i, e in enumerate(entries)])
+    rows = [_checked(registry, path, f"baselines[{i}]", e) for i, e in enumerate(entries)]
+    for paper in papers.load_papers(path.parent / str(doc["papers"])) if doc.get("papers") else []:
+        rows += [_checked(registry, paper.path, f"baselines[{i}]", e) for i, e in enumerate(paper.baselines)]
+    frame = pd.DataFrame(rows)
     frame["source"] = "published"
     return frame
 
 
-def _checked(registry: sources.Registry, path: Path, i: int, entry: Any) -> dict[str, Any]:
+def _checked(registry: sources.Registry, path: Path, index: str, entry: Any) -> dict[str, Any]:
     """One entry with its source resolved: every number stated by a registered fact or derived."""
     if not isinstance(entry, dict) or not entry.get("work"):
-        raise UserError(f"{path}: baselines[{i}] must be a mapping with a 'work'")
-    where = f"{path}: baselines[{i}] ({entry['work']})"
+        raise UserError(f"{path}: {index} must be a mapping with a 'work'")
+    where = f"{path}: {index} ({entry['work']})"
     source = registry.source(str(entry.get("source")), where)
     stated, derived = entry.get("stated") or {}, entry.get("derived") or {}
     for field, ref in stated.items():

@@ -3,7 +3,7 @@
 The schema (src/scalerepro/schemas/config.schema.yaml, shipped in the package) is
 the single source of keys, types, ranges and defaults: Snakemake validates
 the workflow config against it at start-up, and every CLI builds its
-:class:`Config` through :func:`load`, so both refuse the same input with a
+:class:`Config` through :func:`from_layers`, so both refuse the same input with a
 message naming the key.
 """
 
@@ -581,7 +581,7 @@ def validate_in_place(config: dict[str, Any], schema_path: str | None = None) ->
     return frozen
 
 
-def load(
+def from_layers(
     path: str | Path | None = None, inline: str | None = None, overrides: Mapping[str, Mapping[str, Any]] | None = None
 ) -> Config:
     """Config from a YAML/JSON file, an inline JSON object and single-key overrides (later wins, key by key within a

@@ -6,7 +6,7 @@
    ``mpi4py.MPI`` is imported; a variable set after that changes nothing.
    The settings are MPICH's yield settings for more ranks than cores
    (:func:`scalerepro.oversubscription.tune`), the network module under
-   SLURM's PMI-2 (:func:`scalerepro.netmod.choose`), and emulated nodes,
+   SLURM's PMI-2 (:func:`scalerepro.netmod.choose_netmod`), and emulated nodes,
    MPICH's cliques (:func:`scalerepro.oversubscription.emulate_nodes`). A
    command module may import MPI at its top, so the CLI's ``main`` calls
    :func:`prepare_environment` before it imports the command's module;
@@ -40,7 +40,7 @@ from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from scalerepro.errors import UserError
-from scalerepro.netmod import choose as choose_netmod
+from scalerepro.netmod import choose_netmod
 from scalerepro.oversubscription import emulate_nodes
 from scalerepro.oversubscription import tune as tune_mpi_progress
 

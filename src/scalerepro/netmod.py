@@ -27,14 +27,14 @@ def under_slurm_pmi2(env: Mapping[str, str]) -> bool:
     return env.get("SLURM_MPI_TYPE") == "pmi2" and "PMI_FD" in env
 
 
-def settings(env: Mapping[str, str]) -> dict[str, str]:
+def netmod_env(env: Mapping[str, str]) -> dict[str, str]:
     """The netmod to add to ``env``: OFI under SLURM's PMI-2, nothing elsewhere or where the user chose one."""
     return {NETMOD: PMI2_NETMOD} if under_slurm_pmi2(env) and NETMOD not in env else {}
 
 
-def choose(env: MutableMapping[str, str] | None = None) -> dict[str, str]:
+def choose_netmod(env: MutableMapping[str, str] | None = None) -> dict[str, str]:
     """Add the netmod setting to ``env`` (default: this process's) where it applies; return what was added."""
     target = os.environ if env is None else env
-    added = settings(target)
+    added = netmod_env(target)
     target.update(added)
     return added

@@ -55,7 +55,7 @@ def node_cores(env: Mapping[str, str]) -> int:
     return len(usable_cpus())
 
 
-def settings(env: Mapping[str, str], cores: int) -> dict[str, str]:
+def yield_env(env: Mapping[str, str], cores: int) -> dict[str, str]:
     """The yield settings to add to ``env`` (none unless oversubscribed or forced; never overriding)."""
     switch = env.get(SWITCH, "auto").strip().lower()
     if switch not in ("auto", "0", "1"):
@@ -67,14 +67,14 @@ def settings(env: Mapping[str, str], cores: int) -> dict[str, str]:
 def tune(env: MutableMapping[str, str] | None = None) -> dict[str, str]:
     """Add the yield settings to ``env`` (default: this process's) where they apply; return what was added."""
     target = os.environ if env is None else env
-    added = settings(target, node_cores(target))
+    added = yield_env(target, node_cores(target))
     target.update(added)
     return added
 
 
 def launch_env(ranks: int, env: Mapping[str, str]) -> dict[str, str]:
     """The environment for launching ``ranks`` ranks on this node: ``env`` plus the yield settings they need."""
-    return {**env, **settings({**env, LOCAL_RANKS[0]: str(ranks)}, node_cores(env))}
+    return {**env, **yield_env({**env, LOCAL_RANKS[0]: str(ranks)}, node_cores(env))}
 
 
 CLIQUES = "MPIR_CVAR_NUM_CLIQUES"

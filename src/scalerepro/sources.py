@@ -94,7 +94,7 @@ class Registry:
         return [self.fact(r, where) for r in (refs if isinstance(refs, list) else [refs])]
 
 
-def load(path: Path) -> Registry:
+def load_registry(path: Path) -> Registry:
     """The registry at ``path``; errors name the file, the source and the key."""
     doc = read_yaml(path, "sources")
     entries = doc.get("sources") if isinstance(doc, dict) else None
@@ -162,7 +162,7 @@ def load_beside(path: Path, doc: dict[str, Any]) -> Registry:
             f"{path} cites registered sources but {registry} is missing; put the sources file beside it "
             "(config/sources.yaml ships with the project) or name one with a top-level `sources_file:`"
         )
-    return load(registry)
+    return load_registry(registry)
 
 
 # Platform numbers and published figures: how an entry says where a number comes from.

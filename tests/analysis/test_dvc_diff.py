@@ -34,7 +34,7 @@ def results(repo: Path, rate_n2: float, scratch: Path) -> None:
     )
     reproduce(
         repo / "results" / "analysis",
-        REPO / "config" / "reproduction.yaml",
+        REPO / "config" / "papers",
         repo / "results" / "reproduction.md",
         scratch / "reproduction.csv",
         repo / "results" / "reproduction.json",

@@ -1,4 +1,4 @@
-"""Reproduction cards: a row per claim of config/reproduction.yaml with its source, verdicts only inside the
+"""Reproduction cards: a row per claim of the papers (config/papers/) with its source, verdicts only inside the
 claim's scope, measured ratios with their spread, accuracy with its resolution, stable verdict phrases."""
 
 from __future__ import annotations
@@ -9,14 +9,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
 from scalerepro.analysis.accuracy import AGREEMENT_COLUMNS
-from scalerepro.analysis.reproduce import VERDICTS, load_claims, reproduce
+from scalerepro.analysis.reproduce import VERDICTS, load_cards, reproduce
 from scalerepro.errors import UserError
-from tests.support import REPO
+from tests.support import REPO, paper_folder
 
-CLAIMS = REPO / "config" / "reproduction.yaml"
+PAPERS = REPO / "config" / "papers"
 NETWORK_SPEED = ("ying-torus-speed", "kumar-multicolor")
 MiB = 1 << 20
 
@@ -111,13 +110,13 @@ def run(tmp_path: Path, name: str = "a", **kw) -> tuple[pd.DataFrame, str, dict]
     out = tmp_path / f"out-{name}"
     out.mkdir(exist_ok=True)
     analysis = tables(tmp_path / f"analysis-{name}", **kw)
-    table = reproduce(analysis, CLAIMS, out / "r.md", out / "r.csv", out / "r.json", "cmd")
+    table = reproduce(analysis, PAPERS, out / "r.md", out / "r.csv", out / "r.json", "cmd")
     return table.set_index("id"), (out / "r.md").read_text(), json.loads((out / "r.json").read_text())
 
 
 def test_every_claim_gets_a_row_with_its_source_and_a_verdict_phrase(tmp_path):
     table, md, metrics = run(tmp_path)
-    ids = [c["id"] for p in load_claims(CLAIMS) for c in p["claims"]]
+    ids = [c["id"] for p in load_cards(PAPERS) for c in p.claims]
     assert list(table.index) == ids
     assert all(v.split(":")[0] in VERDICTS for v in table["verdict"])
     assert table.loc["ying-time-to-accuracy", "source"] == "ying2018, abstract"
@@ -181,36 +180,24 @@ def test_accuracy_rows_state_their_resolution_and_unverified_claims_get_no_verdi
 def test_recipe_claims_are_indicative_on_synthetic_data_and_judged_on_a_real_dataset(tmp_path):
     synthetic, _, _ = run(tmp_path, "synthetic")
     assert synthetic.loc["ying-distributed-bn", "verdict"] == "unverified claim"
-    config = Path(tmp_path / "config")
-    config.mkdir()
-    for name in ("sources.yaml",):
-        (config / name).write_text((REPO / "config" / name).read_text())
-    doc = yaml.safe_load(CLAIMS.read_text())
-    doc["papers"] = [
-        {
-            **doc["papers"][0],
-            "claims": [
-                {
-                    "id": "bn",
-                    "claim": "group batch norm keeps accuracy",
-                    "source": "ying2018#optimizations",
-                    "published": "no drop",
-                    "scope": "recipe",
-                    "measure": {
-                        "kind": "recipe_delta",
-                        "runs": {"variant": "base", "bn_group": "max"},
-                        "against": {"variant": "base", "bn_group": "1"},
-                    },
-                }
-            ],
-        }
-    ]
-    (config / "reproduction.yaml").write_text(yaml.safe_dump(doc))
+    claim = {
+        "id": "bn",
+        "claim": "group batch norm keeps accuracy",
+        "source": "ying2018#optimizations",
+        "published": "no drop",
+        "scope": "recipe",
+        "measure": {
+            "kind": "recipe_delta",
+            "runs": {"variant": "base", "bn_group": "max"},
+            "against": {"variant": "base", "bn_group": "1"},
+        },
+    }
+    papers = paper_folder(tmp_path, [claim])
     for name, synthetic_data, verdict in (("s", True, "indicative only"), ("r", False, "reproduced")):
         out = tmp_path / f"recipe-{name}"
         out.mkdir()
         analysis = tables(tmp_path / f"recipe-analysis-{name}", synthetic=synthetic_data)
-        got = reproduce(analysis, config / "reproduction.yaml", out / "r.md", out / "r.csv", out / "r.json", "cmd")
+        got = reproduce(analysis, papers, out / "r.md", out / "r.csv", out / "r.json", "cmd")
         assert got.iloc[0]["verdict"].startswith(verdict), got.iloc[0]["verdict"]
 
 
@@ -228,14 +215,12 @@ def test_a_pair_that_ran_as_another_algorithm_is_not_measurable(tmp_path):
     bench.to_csv(folder / "busbw.csv", index=False)
     out = tmp_path / "out"
     out.mkdir()
-    table = reproduce(folder, CLAIMS, out / "r.md", out / "r.csv", out / "r.json", "cmd").set_index("id")
+    table = reproduce(folder, PAPERS, out / "r.md", out / "r.csv", out / "r.json", "cmd").set_index("id")
     assert table.loc["ying-torus-speed", "verdict"].startswith("not measurable here: torus2d needs several nodes")
     assert table.loc["cho-multiring", "verdict"].startswith("not measurable here: several nodes")
 
 
 def test_an_unknown_measure_or_scope_is_named_with_its_claim(tmp_path):
-    (tmp_path / "sources.yaml").write_text((REPO / "config" / "sources.yaml").read_text())
-    bad = tmp_path / "claims.yaml"
     claim = {
         "id": "fast",
         "claim": "fast",
@@ -243,10 +228,8 @@ def test_an_unknown_measure_or_scope_is_named_with_its_claim(tmp_path):
         "scope": "network",
         "measure": {"kind": "vibes"},
     }
-    bad.write_text(yaml.safe_dump({"papers": [{"paper": "P", "source": "ying2018", "claims": [claim]}]}))
-    with pytest.raises(UserError, match=r"P, claim 'fast': measure.kind 'vibes' is not one of"):
-        load_claims(bad)
+    with pytest.raises(UserError, match=r"ying2018.yaml: claim 'fast': measure.kind 'vibes' is not one of"):
+        load_cards(paper_folder(tmp_path / "kind", [claim]))
     claim.update(scope="cosmic", measure={"kind": "not_measurable", "needs": "x"})
-    bad.write_text(yaml.safe_dump({"papers": [{"paper": "P", "source": "ying2018", "claims": [claim]}]}))
     with pytest.raises(UserError, match=r"scope 'cosmic' is not one of paper-scale, network, numerics, recipe"):
-        load_claims(bad)
+        load_cards(paper_folder(tmp_path / "scope", [claim]))

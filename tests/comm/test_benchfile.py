@@ -25,7 +25,7 @@ def test_a_format_1_file_reads_with_nothing_measured_out_of_place(tmp_path):
     assert all(r["oop_" + k] is None for k in benchfile.RESULTS)
     assert r["busbw_GBps"] == 2.0
     assert benchfile.total_wrong(record["rows"]) == 1
-    assert benchfile.summary(record["rows"])["avg_busbw_GBps"] == {"ring": 2.0}  # in place only: nothing to halve
+    assert benchfile.averages(record["rows"])["avg_busbw_GBps"] == {"ring": 2.0}  # in place only: nothing to halve
 
 
 def test_a_current_file_reads_unchanged(tmp_path):

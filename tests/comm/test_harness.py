@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scalerepro.comm.benchfile import FORMAT, summary, total_wrong
+from scalerepro.comm.benchfile import FORMAT, averages, total_wrong
 from scalerepro.comm.benchtable import HEADER, format_footer, format_row
 from scalerepro.comm.buffers import fill, send_changed
 from scalerepro.comm.harness import sizes
@@ -79,7 +79,7 @@ def test_average_busbw_is_over_all_sizes_and_both_placements():
         row("native", 8, oop_busbw=10.0, busbw=10.0),
         row("ring", 16, oop_busbw=2.0, busbw=6.0),
     ]
-    s = summary(rows)
+    s = averages(rows)
     assert s["avg_busbw_GBps"] == {"ring": (1.0 + 3.0 + 2.0 + 6.0) / (2 * 2), "native": 10.0}
     assert s["out_of_bounds"] == 0
     footer = format_footer(rows).splitlines()
@@ -91,10 +91,10 @@ def test_average_busbw_is_over_all_sizes_and_both_placements():
 def test_out_of_bounds_counts_both_placements_and_fails():
     rows = [row("ring", 8, 1.0, 1.0, wrong=2), row("ring", 16, 1.0, 1.0, oop_wrong=3)]
     assert total_wrong(rows) == 5
-    assert summary(rows)["out_of_bounds"] == 5
+    assert averages(rows)["out_of_bounds"] == 5
     assert format_footer(rows).splitlines()[0] == "# Out of bounds values : 5 FAILED"
     unchecked = [row("ring", 8, 1.0, 1.0, wrong=None, oop_wrong=None)]
-    assert summary(unchecked)["out_of_bounds"] is None
+    assert averages(unchecked)["out_of_bounds"] is None
     assert format_footer(unchecked).splitlines()[0] == "# Out of bounds values : N/A (not checked)"
 
 
@@ -168,7 +168,7 @@ def test_collect_reads_bench_jsons_with_and_without_out_of_place(tmp_path):
 
     base = {"world_size": 2, "hosts": ["a", "a"], "ranks_per_node": 2, "cores_per_node": 2, "nodes": ["a", "a"]}
     old = {**base, "rows": [{k: v for k, v in row("ring", 8, 1.0, 2.0).items() if not k.startswith("oop_")}]}
-    new = {**base, "rows": [row("ring", 8, 1.0, 2.0)], **summary([row("ring", 8, 1.0, 2.0)])}
+    new = {**base, "rows": [row("ring", 8, 1.0, 2.0)], **averages([row("ring", 8, 1.0, 2.0)])}
     paths = []
     for name, record in (("old", old), ("new", new)):
         paths.append(tmp_path / f"{name}.json")

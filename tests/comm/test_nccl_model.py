@@ -7,7 +7,7 @@ import pytest
 
 from scalerepro.comm import nccl
 from scalerepro.comm.costterms import schedules
-from scalerepro.comm.schedule import Send, Spec, every_rank, simulate
+from scalerepro.comm.schedule import Send, Spec, every_rank, interpret
 
 
 def _nodes(p: int, g: int) -> tuple[int, ...]:
@@ -21,7 +21,7 @@ def test_the_model_sums_random_floats_on_every_rank(p, g, rails, count):
     rng = np.random.default_rng([p, count])
     inputs = [rng.standard_normal(count).astype(np.float32) for _ in range(p)]
     buffers = [x.copy() for x in inputs]
-    simulate(every_rank(nccl.model, spec), buffers)
+    interpret(every_rank(nccl.model, spec), buffers)
     want = np.sum(np.stack([x.astype(np.float64) for x in inputs]), axis=0)
     bound = (p - 1) * np.finfo(np.float32).eps * np.sum(np.abs(np.stack(inputs)), axis=0)
     for r, buf in enumerate(buffers):

@@ -17,7 +17,7 @@ from scalerepro.comm.schedule import (
     bidir_path,
     check_aligned,
     every_rank,
-    simulate,
+    interpret,
 )
 from scalerepro.errors import UserError
 
@@ -48,7 +48,7 @@ def _run(algo: str, spec: Spec, lockstep: bool = False) -> tuple[list[np.ndarray
     rng = np.random.default_rng([spec.p, spec.count])
     inputs = [rng.standard_normal(spec.count).astype(np.float32) for _ in range(spec.p)]
     buffers = [x.copy() for x in inputs]
-    simulate(schedules, buffers, lockstep)
+    interpret(schedules, buffers, lockstep)
     return buffers, inputs, schedules
 
 
@@ -117,7 +117,7 @@ def test_a_ring_run_both_ways_sums_in_half_the_stages(q):
     rng = np.random.default_rng(q)
     inputs = [rng.standard_normal(1001).astype(np.float32) for _ in range(q)]
     buffers = [x.copy() for x in inputs]
-    simulate(schedules, buffers)
+    interpret(schedules, buffers)
     want = np.sum(np.stack([x.astype(np.float64) for x in inputs]), axis=0)
     bound = max(q - 1, 1) * np.finfo(np.float32).eps * np.sum(np.abs(np.stack(inputs)), axis=0)
     for buf in buffers:
@@ -163,14 +163,14 @@ def test_simulate_names_a_deadlock_instead_of_hanging():
     waits = Schedule((((Recv(1, 0, 4),),),))
     also_waits = Schedule((((Recv(0, 0, 4),),),))
     with pytest.raises(Deadlock, match="ranks \\[0, 1\\] wait"):
-        simulate([waits, also_waits], [np.zeros(4), np.zeros(4)])
+        interpret([waits, also_waits], [np.zeros(4), np.zeros(4)])
 
 
 def test_simulate_refuses_messages_whose_ends_disagree():
     sends = Schedule((((Send(1, 0, 4, True),),),))
     receives = Schedule((((Recv(0, 0, 3, True),),),))
     with pytest.raises(ValueError, match="sends"):
-        simulate([sends, receives], [np.zeros(4), np.zeros(4)])
+        interpret([sends, receives], [np.zeros(4), np.zeros(4)])
 
 
 GRIDS_3D = [((2, 2, 2), ()), ((2, 3, 2), ("ring", "ring", "ring")), ((4, 2, 2), ("library", "ring", "ring"))]

@@ -10,7 +10,7 @@ import pytest
 from scalerepro.comm.algorithms import select
 from scalerepro.config import from_mapping
 from scalerepro.data import feed
-from scalerepro.data.loaderbench import summarise as summarise_loader
+from scalerepro.data.loaderbench import per_loader
 from scalerepro.errors import UserError
 from scalerepro.io import write_json_atomic
 from scalerepro.provenance import record
@@ -73,7 +73,7 @@ def test_the_most_demanding_published_rate_is_the_fastest_per_accelerator():
 
 def test_a_bench_train_json_gives_our_rate_per_rank(tmp_path):
     path = bench_train_json(tmp_path / "bt.json", images_per_s=(400.0, 500.0, 450.0), world=4)
-    row = feed.measured(path)
+    row = feed.measured_rate(path)
     assert row["images_per_s_per_accelerator"] == pytest.approx(450.0 / 4)  # the median, per rank
     assert "ring" in row["source"]
     assert "4 ranks" in row["source"]
@@ -98,7 +98,7 @@ def test_a_file_that_is_not_a_bench_train_result_is_named(tmp_path, content, nam
     path = tmp_path / "other.json"
     path.write_text(content)
     with pytest.raises(UserError) as err:
-        feed.measured(path)
+        feed.measured_rate(path)
     assert str(path) in str(err.value)
     assert named in str(err.value)
 
@@ -111,7 +111,7 @@ def loader_summary(shards_per_worker):
             base = {"loader": loader, "workers": workers, "startup_s": 0.1, "peak_rss_mib": 1.0, "peak_pss_mib": 1.0}
             rows.append(base | {"rep": 0, "pass": "timed", "images_per_s": rate * max(1, workers)})
             rows.append(base | {"rep": 1, "pass": "memory", "images_per_s": 1.0, "data_mib": 1.0})
-    return summarise_loader(rows)
+    return per_loader(rows)
 
 
 def test_the_slowest_worker_of_our_loader_is_the_one_sized_by():
@@ -124,14 +124,14 @@ def test_the_slowest_worker_of_our_loader_is_the_one_sized_by():
 def test_the_table_names_the_rate_its_sources_and_cpus_per_task(tmp_path):
     path = bench_train_json(tmp_path / "bt.json", images_per_s=(2000.0,), world=2)
     per_worker = feed.slowest_worker(loader_summary({1: 733.1, 2: 765.5}))
-    t = feed.table(per_worker, 224, "resnet50", BASELINES, feed.rates("resnet50", BASELINES, path))
+    t = feed.needed_workers(per_worker, 224, "resnet50", BASELINES, feed.rates("resnet50", BASELINES, path))
     assert [(r["workers"], r["cpus_per_task"]) for r in t["rows"]] == [(1, 2), (1, 2), (1, 2), (2, 3), (2, 3)]
     text = feed.format_table(t)
     assert "733.1 images/s of 224-px crops" in text
     assert "at 1 worker)" in text
     assert "1025.4       2         3  Ying et al. 2018 (TPU v3 Pod)" in text
     assert "1000.0       2         3  bench-train ours" in text
-    empty = feed.format_table(feed.table(per_worker, 224, "resnet8", BASELINES, []))
+    empty = feed.format_table(feed.needed_workers(per_worker, 224, "resnet8", BASELINES, []))
     assert "no published images/s for resnet8" in empty
 
 

@@ -26,7 +26,7 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
 from scalerepro.data.augment import EvalPipeline, TrainPipeline, dct_factor, jpeg_size, random_resized_box
-from scalerepro.data.gpudecode import Crop, EvalCrops, PackedCrops, TrainCrops, cut, decode_batch
+from scalerepro.data.gpudecode import Crop, EvalCrops, PackedCrops, TrainCrops, box_rows, decode_batch
 from scalerepro.data.jpegrows import add_row_restarts, jpegtran, row_index, with_row_index
 from scalerepro.data.tensors import SCALE, SHIFT, normalise_into
 from scalerepro.errors import UserError
@@ -180,9 +180,9 @@ def test_eval_crops_are_cut_too():
 def test_a_jpeg_without_a_valid_index_goes_whole():
     data = photo(200, 240, 1)
     box = (50, 10, 100, 120)
-    assert cut(data, 200, box) == (data, box)
+    assert box_rows(data, 200, box) == (data, box)
     fake = data[:2] + b"\xff\xef\x00\x14scalerepro-rows\x00" + data[2:]  # the tag without a usable index
-    assert cut(fake, 200, box) == (fake, box)
+    assert box_rows(fake, 200, box) == (fake, box)
 
 
 def test_packing_round_trip():

@@ -10,7 +10,7 @@ import sys
 import pytest
 from PIL import Image
 
-from scalerepro.data.loaderbench import LoaderBenchSpec, bench_dataset, summarise
+from scalerepro.data.loaderbench import LoaderBenchSpec, bench_dataset, per_loader
 
 
 def test_bench_dataset_is_imagenet_sized_quality_90(tmp_path):
@@ -51,7 +51,7 @@ def test_summary_takes_medians_and_ratios():
         }
         for loader in ("shards", "torchvision")
     ]
-    by = {r["loader"]: r for r in summarise(rows)}
+    by = {r["loader"]: r for r in per_loader(rows)}
     assert by["shards"]["images_per_s"] == 300
     assert by["torchvision"]["images_per_s"] == 110
     assert by["shards"]["startup_s"] == 0.1

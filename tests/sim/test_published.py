@@ -12,7 +12,7 @@ import yaml
 from scalerepro.errors import UserError
 from scalerepro.sim import simulate
 from scalerepro.sim.engine import Point
-from scalerepro.sim.platforms import load
+from scalerepro.sim.platforms import load_platforms
 from scalerepro.sim.validate import (
     PUBLISHED_TOLERANCE,
     bar_sizes,
@@ -32,7 +32,7 @@ def _facts(entry: dict) -> set[str]:
 
 
 def test_shipped_measurements_load_each_on_a_platform_of_the_file():
-    platforms = load(SHIPPED)
+    platforms = load_platforms(SHIPPED)
     measured = load_measurements(SHIPPED, platforms)
     assert len({m["platform"] for m in measured}) >= 2
     assert all(m["cite"] for m in measured)
@@ -76,7 +76,7 @@ def _copy(tmp_path: Path, change) -> Path:
 def test_bad_measurements_are_named(tmp_path, change, named):
     path = _copy(tmp_path, change)
     with pytest.raises(UserError, match=named):
-        load_measurements(path, load(path))
+        load_measurements(path, load_platforms(path))
 
 
 def test_a_measurement_id_used_twice_is_refused(tmp_path):
@@ -86,7 +86,7 @@ def test_a_measurement_id_used_twice_is_refused(tmp_path):
     path.write_text(yaml.safe_dump(doc))
     shutil.copy(REPO / "config" / "sources.yaml", tmp_path / "sources.yaml")
     with pytest.raises(UserError, match="is used twice"):
-        load_measurements(path, load(path))
+        load_measurements(path, load_platforms(path))
 
 
 def test_table_sets_each_published_time_against_its_simulated_band():
@@ -113,7 +113,7 @@ def test_table_sets_each_published_time_against_its_simulated_band():
 @pytest.mark.usefixtures("needs_simgrid")
 @pytest.mark.parametrize("ident", ["abci-v-2-nodes", "azure-ndm-a100-v4-2-vms"])
 def test_published_clusters_the_readme_names_stay_within_the_tolerance(ident):
-    platforms = load(SHIPPED)
+    platforms = load_platforms(SHIPPED)
     (m,) = [m for m in load_measurements(SHIPPED, platforms) if m["id"] == ident]
     lo, hi = bar_sizes(m["dtype"], 25.0)
     sizes = [b for b in m["time_us"] if lo <= b <= hi]

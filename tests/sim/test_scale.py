@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-from scalerepro.sim.papers import compare, judge, sensitivity
+from scalerepro.sim.claims import judge, judged, sensitivity
 from scalerepro.sim.platforms import Platform
-from scalerepro.sim.scale import Projection, interpolate, points, simulated_sizes, steps, variants
+from scalerepro.sim.scale import Projection, interpolate_seconds, points, simulated_sizes, steps, variants
 from scalerepro.sim.timeline import resnet50
 
 PLAT = Platform(
@@ -60,9 +60,9 @@ def test_a_platform_without_network_ranges_is_simulated_once():
 
 def test_interpolation_is_exact_at_simulated_sizes_and_linear_between():
     known = {100: 1.0, 300: 2.0}
-    assert interpolate(known, 100) == 1.0
-    assert interpolate(known, 200) == pytest.approx(1.5)
-    assert interpolate(known, 400) == pytest.approx(2.5)
+    assert interpolate_seconds(known, 100) == 1.0
+    assert interpolate_seconds(known, 200) == pytest.approx(1.5)
+    assert interpolate_seconds(known, 400) == pytest.approx(2.5)
 
 
 def test_steps_carry_the_timeline_and_a_band_over_every_range():
@@ -131,21 +131,21 @@ def test_claims_are_judged_on_their_band_and_name_the_assumption_when_outside():
     proj = {"x": Projection(rows, PLAT, 25.0, 32)}
     far = claim(published=0.10)
     ratio = claim(id="b", metric="step_speedup_over", over="ring", published=None)
-    eff, speed = compare([far, ratio], proj)
+    eff, speed = judged([far, ratio], proj)
     assert eff["simulated_low"] <= eff["simulated"] <= eff["simulated_high"]
     assert eff["verdict"] == "inconsistent"
     assert eff["assumption_to_revisit"] == "the links"
     assert speed["simulated"] > 1  # the ring moves twice the bytes here
     assert speed["simulated_low"] < 1 < speed["simulated_high"]  # but hides behind the backward pass with overlap
     assert speed["verdict"] == "not separated"
-    missing = compare([claim(ranks=16)], proj)[0]
+    missing = judged([claim(ranks=16)], proj)[0]
     assert missing["verdict"] == "not simulated"
 
 
 def test_a_ratio_band_is_the_outer_bound_and_separates_what_no_setting_confuses():
     ratio = claim(id="b", metric="speedup_over", over="ring", published=None)
     rows = fake_rows(points(PLAT, ["ring", "torus2d"], [8], ["float32"], 25.0, 2), ring_factor=20)
-    (row,) = compare([ratio], {"x": Projection(rows, PLAT, 25.0, 32)})
+    (row,) = judged([ratio], {"x": Projection(rows, PLAT, 25.0, 32)})
     # outer bound: the ring's fastest all-reduce over torus2d's slowest (the slow corner, twice as slow)
     assert row["simulated_low"] == pytest.approx(row["simulated"] / 2, rel=0.05)
     assert row["simulated_low"] > 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -165,7 +166,7 @@ def test_cli_names_an_unknown_platform(tmp_path):
 @pytest.mark.parametrize("algo", ["multicolor", "native"])
 def test_bucket_times_between_the_simulated_sizes_interpolate_within_a_percent(algo):
     """simulate-scale simulates the smallest and largest bucket only; a middle bucket interpolated agrees."""
-    from scalerepro.sim.scale import interpolate
+    from scalerepro.sim.scale import interpolate_seconds
 
     plat = Platform(
         "two", "fattree", 16, 12.5, 5.0, 4e-12, ranks_per_node=4, intra_GBps=40.0, intra_latency_us=5.0, nics_per_node=2
@@ -173,7 +174,7 @@ def test_bucket_times_between_the_simulated_sizes_interpolate_within_a_percent(a
     sizes = [8_665_344, 17_850_368, 26_062_752]  # ResNet-50's float32 buckets at 25 MiB: smallest, middle, largest
     t = {r["bytes"]: r["simulated_s"] for r in simulate([Point(algo, 16, n, plat) for n in sizes], jobs=2)}
     known = {sizes[0]: t[sizes[0]], sizes[2]: t[sizes[2]]}
-    assert interpolate(known, sizes[1]) == pytest.approx(t[sizes[1]], rel=0.01)
+    assert interpolate_seconds(known, sizes[1]) == pytest.approx(t[sizes[1]], rel=0.01)
 
 
 def test_a_claims_published_number_moves_no_simulated_number(tmp_path):
@@ -182,19 +183,20 @@ def test_a_claims_published_number_moves_no_simulated_number(tmp_path):
     import pandas as pd
     import yaml
 
-    doc = yaml.safe_load((REPO / "config" / "platforms.yaml").read_text())
-    doc["sources_file"] = str(REPO / "config" / "sources.yaml")
-    for claim in doc["claims"]:
-        claim["ranks"] = 8
     outs = []
     for factor in (1.0, 1.37):
-        for claim in doc["claims"]:
-            if claim["published"] is not None:
-                claim["published"] *= factor
-        path = tmp_path / f"platforms-{factor}.yaml"
-        path.write_text(yaml.safe_dump(doc))
+        config = shutil.copytree(REPO / "config", tmp_path / f"config-{factor}")
+        for path in sorted((config / "papers").glob("*.yaml")):
+            doc = yaml.safe_load(path.read_text())
+            for claim in doc["claims"]:
+                if "at_scale" in claim:
+                    claim["at_scale"]["ranks"] = 8
+                    if claim["at_scale"]["published"] is not None:
+                        claim["at_scale"]["published"] *= factor
+            path.write_text(yaml.safe_dump(doc))
         out = tmp_path / f"out-{factor}"
-        args = ["simulate-scale", "--platforms", str(path), "--platform", "all", "--algos", "ring"]
+        args = ["simulate-scale", "--platforms", str(config / "platforms.yaml"), "--papers", str(config / "papers")]
+        args += ["--platform", "all", "--algos", "ring"]
         args += ["--ranks", "8", "--claims-max-ranks", "8", "--no-corners", "--jobs", "2", "--out", str(out)]
         proc = subprocess.run(
             [sys.executable, "-m", "scalerepro.cli", *args], capture_output=True, text=True, timeout=600, cwd=REPO

@@ -9,7 +9,7 @@ import pytest
 from scalerepro.comm.costfit import row_terms
 from scalerepro.errors import UserError
 from scalerepro.sim import simulate
-from scalerepro.sim.validate import machines, measured, points, summary, table
+from scalerepro.sim.validate import error_summary, machines, measured, table, validation_points
 
 pytestmark = pytest.mark.usefixtures("needs_simgrid")
 
@@ -44,9 +44,9 @@ def test_a_bench_made_of_the_model_validates_within_a_few_percent():
     assert plat.intra_latency_us == pytest.approx(8.0, rel=0.1)
     assert plat.intra_GBps == pytest.approx(3.0, rel=0.05)
     kept = measured(rows)
-    got = table(kept, simulate(points(kept, fitted)))
+    got = table(kept, simulate(validation_points(kept, fitted)))
     assert max(abs(r["ratio"] - 1) for r in got) < 0.05
-    (two, three) = summary(got)
+    (two, three) = error_summary(got)
     assert two["ranks"] == 2
     assert two["points_64KiB_up"] == 6
     assert two["median_abs_error_64KiB_up"] < 0.03

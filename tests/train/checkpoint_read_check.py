@@ -41,7 +41,9 @@ class CountingTorch:
 
 checkpoint.torch = CountingTorch()  # type: ignore[assignment]  # this process only: a test double
 fresh = build("resnet8", 10, 4)
-progress = checkpoint.load(path, fresh, torch.optim.SGD(fresh.parameters(), lr=0.1, momentum=0.9), {"k": 1}, comm)
+progress = checkpoint.restore_progress(
+    path, fresh, torch.optim.SGD(fresh.parameters(), lr=0.1, momentum=0.9), {"k": 1}, comm
+)
 mine = all(t.eq(comm.rank + 0.5).all() for t in fresh.buffers() if t.is_floating_point())
 same = all(torch.equal(a, b) for a, b in zip(fresh.parameters(), model.parameters(), strict=True))
 total = comm.reduce(len(reads), root=0)

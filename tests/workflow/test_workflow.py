@@ -18,6 +18,7 @@ from snakemake.utils import update_config
 
 from scalerepro import sources
 from scalerepro.config import from_mapping
+from scalerepro.papers import files, load_paper
 from tests.support import REPO
 
 BIN = Path(sys.executable).parent
@@ -209,28 +210,31 @@ def test_dry_run_shards_on_many_cpus_within_the_measured_projection(tmp_path, ti
 
 
 FACT_REF = re.compile(r"\b([a-z][a-z0-9.-]*[a-z0-9])#([a-z0-9][a-z0-9-]*)")
-PRESETS = {
-    "ying2018": {"torus2d", "torus2d-3phase", "ring"},
-    "kumar2017": {"multicolor", "ring", "native"},
-    "cho2017": {"multiring", "ring"},
-}
+PAPERS = {path.stem: load_paper(path) for path in files(REPO / "config" / "papers")}
 
 
-@pytest.mark.parametrize("preset", sorted(PRESETS))
-def test_paper_preset_validates_and_plans_with_the_slurm_profile(tmp_path, preset):
-    """config/presets/<paper>.yaml over cluster.yaml: valid, every value citing a registered fact or saying
-    'assumed', every cited fact in config/sources.yaml, the paper's algorithms planned."""
-    text = (REPO / "config/presets" / f"{preset}.yaml").read_text()
-    registry = sources.load(REPO / "config" / "sources.yaml")
+def preset_algorithms(preset: dict) -> set[str]:
+    """The algorithms a preset trains with: its grid's and its studies'."""
+    train = preset["train"]
+    return {*train["algorithms"], *(a for study in (train.get("studies") or {}).values() for a in study["algorithms"])}
+
+
+@pytest.mark.parametrize("paper", sorted(PAPERS))
+def test_paper_preset_validates_and_plans_with_the_slurm_profile(tmp_path, paper):
+    """Each paper's preset (config/papers/<id>.yaml names it) over cluster.yaml: valid, every value citing a
+    registered fact or saying 'assumed', every cited fact in config/sources.yaml, its algorithms planned."""
+    preset = PAPERS[paper].preset.relative_to(REPO)
+    text = (REPO / preset).read_text()
+    registry = sources.load_registry(REPO / "config" / "sources.yaml")
     values = [line for line in text.splitlines() if ": " in line and not line.lstrip().startswith("#")]
     comments = [line.partition(" # ")[2] for line in values if not line.rstrip().endswith(":")]
     uncited = [c for c in comments if not FACT_REF.search(c) and "assumed" not in c]
     assert not uncited, f"values without a registered source or 'assumed': {uncited}"
     for comment in comments:
         for ref in FACT_REF.findall(comment):
-            registry.fact("#".join(ref), f"config/presets/{preset}.yaml")  # an unknown fact raises
+            registry.fact("#".join(ref), str(preset))  # an unknown fact raises
     merged = copy.deepcopy(LAPTOP)
-    for layer in ("config/cluster.yaml", f"config/presets/{preset}.yaml"):
+    for layer in ("config/cluster.yaml", preset):
         update_config(merged, yaml.safe_load((REPO / layer).read_text()))
     from_mapping(merged)
     wf = workflow_copy(tmp_path)
@@ -241,11 +245,11 @@ def test_paper_preset_validates_and_plans_with_the_slurm_profile(tmp_path, prese
         "workflow/profiles/slurm",
         "--configfile",
         "config/cluster.yaml",
-        f"config/presets/{preset}.yaml",
+        str(preset),
     )
     assert proc.returncode == 0, proc.stderr
     planned = set(re.findall(r"results/train/[a-z0-9-]+/([a-z0-9-]+)/n\d+/", proc.stdout))
-    assert planned == PRESETS[preset]
+    assert planned == preset_algorithms(yaml.safe_load(text))
 
 
 def test_slurm_profile_launches_ranks_with_srun():

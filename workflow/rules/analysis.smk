@@ -36,6 +36,7 @@ rule analyze:
     input:
         tables=TABLES,
         baselines="config/baselines.yaml",
+        papers=PAPERS,
         sources="config/sources.yaml",
         costmodel="results/analysis/costmodel.json",
         simulation=SIMULATION,
@@ -82,7 +83,7 @@ rule plot:
 rule reproduce:
     input:
         tables=ANALYSIS,
-        claims="config/reproduction.yaml",
+        papers=PAPERS,
         sources="config/sources.yaml",
     output:
         cards="results/reproduction.md",
@@ -98,6 +99,7 @@ rule reproduce:
         "../envs/scalerepro.yaml"
     params:
         analysis=lambda w, input: Path(input.tables[0]).parent,
+        papers=lambda w, input: Path(input.papers[0]).parent,
     shell:
-        "scalerepro reproduce --analysis {params.analysis} --claims {input.claims} --out {output.cards}"
+        "scalerepro reproduce --analysis {params.analysis} --papers {params.papers} --out {output.cards}"
         " --csv {output.table} --json {output.metrics} > {log} 2>&1"

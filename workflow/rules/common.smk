@@ -24,6 +24,8 @@ SIM_SCALE = expand(
     "results/simulation/{name}",
     name=["scale_points.csv", "scale.csv", "papers.csv", "sensitivity.csv", "scale.json"],
 )
+# The papers' files (scalerepro.papers): their claims, at-scale claims, baselines and presets.
+PAPERS = sorted(str(p) for p in Path("config/papers").glob("*.yaml"))
 SIMULATION = SIM_VALIDATION + SIM_SCALE if simulation_enabled(CFG.simulate.enabled) else []
 ANALYSIS = expand(
     "results/analysis/{name}.csv",

@@ -22,6 +22,7 @@ rule simulate_validate:
 rule simulate_scale:
     input:
         platforms="config/platforms.yaml",
+        papers=PAPERS,
         sources="config/sources.yaml",
     output:
         SIM_SCALE,
@@ -33,6 +34,8 @@ rule simulate_scale:
     params:
         out=lambda w, output: Path(output[0]).parent,
         cfg=sections("simulate", "comm.colors", "train.bucket_mib"),
+        papers=lambda w, input: Path(input.papers[0]).parent,
     shell:
-        "scalerepro simulate-scale --config-json {params.cfg:q} --platforms {input.platforms} --jobs {threads}"
+        "scalerepro simulate-scale --config-json {params.cfg:q} --platforms {input.platforms}"
+        " --papers {params.papers} --jobs {threads}"
         " --out {params.out} > {log} 2>&1"

@@ -1,8 +1,8 @@
 """Reproduction cards: per paper, each claim with its source, what this run measured and on what, what the
 simulation says at the paper's scale, and a verdict no stronger than the measurement.
 
-The claims are config/reproduction.yaml's; each states its source fact (config/sources.yaml) or is
-``unverified``. A claim's ``scope`` (:data:`SCOPES`) says what a measurement must have been made on to
+The claims are the papers' (config/papers/, :mod:`scalerepro.papers`); each states its source fact or
+is ``unverified``. A claim's ``scope`` (:data:`SCOPES`) says what a measurement must have been made on to
 judge it: a measurement outside the scope is reported as indicative only. Verdicts
 (:data:`VERDICTS`) are fixed phrases, so two runs of one commit that measure alike give the same
 verdict; the numbers (value, interval, resolution) sit in their own columns.
@@ -20,12 +20,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from scalerepro import sources
 from scalerepro.analysis.collect import read_csv
 from scalerepro.comm import benchfile
 from scalerepro.comm.algorithms import ALGORITHMS
 from scalerepro.errors import UserError
-from scalerepro.io import read_yaml, write_json_atomic, write_text_atomic
+from scalerepro.io import write_json_atomic, write_text_atomic
+from scalerepro.papers import Paper, load_papers
 
 # what adds the simulated rows where SimGrid is missing (or the simulation was turned off)
 ADD_SIMULATION = "`sudo make system-deps && make run` adds it (SimGrid's Python module; or simulate.enabled was false)"
@@ -333,54 +333,21 @@ MEASURES: dict[str, Callable[..., Measured]] = {
 # --- the claims file ---
 
 
-def load_claims(path: Path) -> list[dict[str, Any]]:
-    """The papers of config/reproduction.yaml, every claim checked: its id, scope and measure kind, and its
-    source fact (resolved into ``cite``) or ``unverified``; errors name the file, the claim and the fix."""
-    doc = read_yaml(Path(path), "claims")
-    papers = doc.get("papers") if isinstance(doc, dict) else None
-    if not isinstance(papers, list) or not all(isinstance(p, dict) for p in papers):
-        raise UserError(f"{path}: needs a top-level `papers:` list, each paper a mapping (paper, source, claims)")
-    registry = sources.load_beside(Path(path), doc)
-    seen: set[str] = set()
-    for paper in papers:
-        where = f"{path}: {paper.get('paper')}"
-        source = registry.source(str(paper.get("source")), where)
-        paper["cite"], paper["held"] = source.identifier, source.held
-        claims = paper.get("claims")
-        if not isinstance(claims, list) or not all(isinstance(c, dict) for c in claims):
-            raise UserError(f"{where}: `claims:` must be a list of mappings (id, claim, scope, measure, source)")
-        for claim in claims:
-            _check_claim(registry, f"{where}, claim {claim.get('id', claim.get('claim'))!r}", claim, seen)
-    return papers
-
-
-def _check_claim(registry: sources.Registry, where: str, claim: dict[str, Any], seen: set[str]) -> None:
-    """One claim: a unique id, a known scope and measure, and a source (resolved) or ``unverified``."""
-    cid = claim.get("id")
-    if not cid or cid in seen:
-        raise UserError(f"{where}: every claim needs its own `id` ({cid!r} is missing or used twice)")
-    seen.add(cid)
-    if claim.get("scope") not in SCOPES:
-        raise UserError(f"{where}: scope {claim.get('scope')!r} is not one of {', '.join(SCOPES)}")
-    measure = claim.get("measure")
-    kind = measure.get("kind") if isinstance(measure, dict) else None
-    if kind not in MEASURES:
-        raise UserError(f"{where}: measure.kind {kind!r} is not one of {sorted(MEASURES)}")
-    _check_measure(where, kind, claim["measure"])
-    if bool(claim.get("source")) == bool(claim.get("unverified")):
-        raise UserError(
-            f"{where}: give `source: <source id>#<fact key>` (the fact that states it) or `unverified:` "
-            "(what would verify it), not both and not neither"
-        )
-    for ref in claim.get("related") or []:
-        registry.fact(ref, f"{where}, related")
-    if claim.get("source"):
-        fact = registry.fact(claim["source"], where)
-        claim["cite"] = fact.cite()
-        if fact.unverified:
-            claim["unverified"] = f"its source fact is unverified: {fact.unverified}"
-    else:
-        claim["cite"] = f"unverified: {claim['unverified']}"
+def load_cards(folder: Path) -> list[Paper]:
+    """The papers of ``folder`` (:func:`scalerepro.papers.load_papers`), every claim's scope and measure checked;
+    errors name the file, the claim and the fix."""
+    found = load_papers(folder)
+    for paper in found:
+        for claim in paper.claims:
+            where = f"{paper.path}: claim {claim['id']!r}"
+            if claim.get("scope") not in SCOPES:
+                raise UserError(f"{where}: scope {claim.get('scope')!r} is not one of {', '.join(SCOPES)}")
+            measure = claim.get("measure")
+            kind = measure.get("kind") if isinstance(measure, dict) else None
+            if kind not in MEASURES:
+                raise UserError(f"{where}: measure.kind {kind!r} is not one of {sorted(MEASURES)}")
+            _check_measure(where, kind, claim["measure"])
+    return found
 
 
 def _check_measure(where: str, kind: str, measure: dict[str, Any]) -> None:
@@ -401,7 +368,7 @@ def _check_measure(where: str, kind: str, measure: dict[str, Any]) -> None:
 
 
 def simulated(papers_csv: pd.DataFrame, claim: str | None) -> str:
-    """What the simulation says for the config/platforms.yaml claim with id ``claim``."""
+    """What the simulation says for the claim with id ``claim`` (its row of simulate-scale's papers.csv)."""
     if claim is None:
         return "not simulated"
     rows = papers_csv[papers_csv["id"] == claim] if len(papers_csv) and "id" in papers_csv else papers_csv.iloc[0:0]
@@ -435,7 +402,7 @@ def _format(metric: str, value: float) -> str:
     }.get(metric, f"{value:.3g} {metric}")
 
 
-def judge(claim: dict[str, Any], tables: dict[str, pd.DataFrame]) -> Measured:
+def judge_claim(claim: dict[str, Any], tables: dict[str, pd.DataFrame]) -> Measured:
     """The claim's measurement, its verdict replaced by ``unverified claim`` where no held source states it."""
     params = {k: v for k, v in claim["measure"].items() if k != "kind"}
     got = MEASURES[claim["measure"]["kind"]](tables, claim["scope"], **params)
@@ -444,15 +411,15 @@ def judge(claim: dict[str, Any], tables: dict[str, pd.DataFrame]) -> Measured:
     return got
 
 
-def cards(papers: list[dict[str, Any]], tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+def cards(papers: list[Paper], tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """One row per claim: its source, published, measured and on what, simulated, verdict and numbers."""
     rows = []
     for paper in papers:
-        for claim in paper["claims"]:
-            got = judge(claim, tables)
+        for claim in paper.claims:
+            got = judge_claim(claim, tables)
             rows.append(
                 {
-                    "paper": paper["paper"],
+                    "paper": paper.title,
                     "id": claim["id"],
                     "claim": claim["claim"],
                     "published": claim["published"],
@@ -460,7 +427,7 @@ def cards(papers: list[dict[str, Any]], tables: dict[str, pd.DataFrame]) -> pd.D
                     "scope": claim["scope"],
                     "measured": got.text,
                     "regime": got.regime,
-                    "simulated": simulated(tables["papers"], claim.get("simulated")),
+                    "simulated": simulated(tables["papers"], claim["id"] if "at_scale" in claim else None),
                     "verdict": got.verdict,
                     "value": got.value,
                     "low": got.low,
@@ -519,7 +486,7 @@ def establishes(tables: dict[str, pd.DataFrame], table: pd.DataFrame) -> list[st
     return lines
 
 
-def markdown(papers: list[dict[str, Any]], table: pd.DataFrame, tables: dict[str, pd.DataFrame], command: str) -> str:
+def markdown(papers: list[Paper], table: pd.DataFrame, tables: dict[str, pd.DataFrame], command: str) -> str:
     """results/reproduction.md: what the run can establish, then one card (a heading and a table) per paper."""
     lines = ["# Reproduction", "", f"Written by `{command}` from this run's results/analysis tables.", ""]
     lines += ["What this run can establish:", "", *establishes(tables, table), ""]
@@ -529,18 +496,19 @@ def markdown(papers: list[dict[str, Any]], table: pd.DataFrame, tables: dict[str
         "",
     ]
     for paper in papers:
-        rows = table[table["paper"] == paper["paper"]]
+        rows = table[table["paper"] == paper.title]
         lines += [
-            f"## {paper['paper']} ({paper['cite']}, source `{paper['source']}`)",
+            f"## {paper.title} ({paper.cite}, source `{paper.id}`)",
             "",
             (
-                f"Held of the paper: {paper['held']}. Here: {tally(rows)}. At the paper's scale: "
-                f"`--configfile config/cluster.yaml {paper['preset']}`."
+                f"Held of the paper: {paper.held}. Here: {tally(rows)}. At the paper's scale: "
+                f"`--configfile config/cluster.yaml {paper.preset_arg()}`."
             ),
             "",
             "| claim | published | source (where) | measured here | on | simulated at the paper's scale | verdict |",
             "|---|---|---|---|---|---|---|",
         ]
+        r: Any  # a row of the cards table: its columns' types are unknown to the type checker
         for r in rows.itertuples(index=False):
             lines.append(
                 f"| {r.claim} | {r.published} | {r.source} | {r.measured} | {r.regime or '-'} | {r.simulated} "
@@ -556,7 +524,7 @@ def tally(rows: pd.DataFrame) -> str:
     return ", ".join(f"{n} {v}" for v, n in counts.items())
 
 
-def metrics(table: pd.DataFrame) -> dict[str, Any]:
+def dvc_metrics(table: pd.DataFrame) -> dict[str, Any]:
     """For DVC: per paper and claim id, the measured value, its interval or resolution, 1/0 reproduced, verdict."""
     out: dict[str, Any] = {}
     r: Any  # a row of the cards table: its columns' types are unknown to the type checker
@@ -577,7 +545,7 @@ def _num(value: Any) -> float | None:
     return None if value is None or pd.isna(value) else float(value)
 
 
-def read_tables(analysis: Path) -> dict[str, pd.DataFrame]:
+def read_analysis(analysis: Path) -> dict[str, pd.DataFrame]:
     """The analysis tables the measures read: one without rows or columns as an empty table of the columns the
     measures need; one with rows must have them (else an error naming the file and the column)."""
     out = {}
@@ -596,14 +564,16 @@ def read_tables(analysis: Path) -> dict[str, pd.DataFrame]:
     return out
 
 
-def reproduce(analysis: Path, claims: Path, out_md: Path, out_csv: Path, out_json: Path, command: str) -> pd.DataFrame:
+def reproduce(
+    analysis: Path, papers_dir: Path, out_md: Path, out_csv: Path, out_json: Path, command: str
+) -> pd.DataFrame:
     """Write the cards (Markdown), their table (CSV, for the HTML report) and the DVC metrics; return the table."""
-    papers = load_claims(claims)
-    tables = read_tables(analysis)
+    papers = load_cards(papers_dir)
+    tables = read_analysis(analysis)
     table = cards(papers, tables)
     write_text_atomic(out_md, markdown(papers, table, tables, command))
     write_text_atomic(
         out_csv, table.drop(columns=["value", "low", "high", "resolution", "reproduced"]).to_csv(index=False)
     )
-    write_json_atomic(out_json, metrics(table))
+    write_json_atomic(out_json, dvc_metrics(table))
     return table

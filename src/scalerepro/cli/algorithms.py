@@ -42,14 +42,14 @@ def command(args: argparse.Namespace) -> None:
     for name, algo in ALGORITHMS.items():
         module = modules[name]
         print(
-            f"| `{name}` | `{module.__name__.rsplit('.', 1)[-1]}.py` | {summary(module.__doc__ or '')} | "
+            f"| `{name}` | `{module.__name__.rsplit('.', 1)[-1]}.py` | {first_sentence(module.__doc__ or '')} | "
             f"{runs_on(algo)} | {grid(algo)} | {'point-to-point' if algo.point_to_point else 'library collectives'} "
             f"| {costs(name, ONE_NODE)} | {costs(name, FOUR_NODES, per_byte=False)} |"
         )
     print(f"| `{AUTO}` | `auto.py` | picks one of the above per message size and rank count | | | | | |")
 
 
-def summary(doc: str) -> str:
+def first_sentence(doc: str) -> str:
     """The docstring's first line without its ````name``: ```` lead."""
     first = doc.strip().splitlines()[0] if doc.strip() else ""
     return first.split(": ", 1)[1] if ": " in first else first

@@ -98,8 +98,8 @@ def command(args: argparse.Namespace) -> None:
         file=sys.stderr,
     )
     rows = lb.run(spec, dataset, staged, lambda line: print(line, file=sys.stderr, flush=True))
-    summary = lb.summarise(rows)
-    needed = feed.table(feed.slowest_worker(summary), spec.size, args.model, baselines, wanted)
+    summary = lb.per_loader(rows)
+    needed = feed.needed_workers(feed.slowest_worker(summary), spec.size, args.model, baselines, wanted)
     write_json_atomic(
         args.out,
         {
@@ -114,5 +114,5 @@ def command(args: argparse.Namespace) -> None:
             "workers_needed": needed,
         },
     )
-    print(lb.format_summary(summary), file=sys.stderr)
+    print(lb.format_loaders(summary), file=sys.stderr)
     print(feed.format_table(needed), file=sys.stderr)

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from scalerepro.config import Config, load
+from scalerepro.config import Config, from_layers
 from scalerepro.errors import UserError
 
 CONFIG_HELP = "YAML config file (e.g. config/config.yaml); keys missing there take the schema's defaults"
@@ -63,7 +63,7 @@ def load_config(args: argparse.Namespace) -> Config:
     overrides = parse_set(args.set)
     for section, values in setting_overrides(args).items():
         overrides.setdefault(section, {}).update(values)
-    return load(args.config, args.config_json, overrides)
+    return from_layers(args.config, args.config_json, overrides)
 
 
 def add_config_flags(p: argparse.ArgumentParser) -> None:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from scalerepro.analysis.reproduce import reproduce, tally
+from scalerepro.papers import DEFAULT
 
 DESCRIPTION = (
     "Each claim names its source fact (config/sources.yaml) or is unverified, and has a scope: "
@@ -25,10 +26,10 @@ def arguments(s: argparse.ArgumentParser) -> None:
     """The flags of ``scalerepro reproduce``."""
     s.add_argument("--analysis", required=True, metavar="DIR", help="folder written by `analyze`")
     s.add_argument(
-        "--claims",
-        default="config/reproduction.yaml",
-        metavar="FILE",
-        help="the papers' claims and how each is measured (default config/reproduction.yaml)",
+        "--papers",
+        default=str(DEFAULT),
+        metavar="DIR",
+        help=f"the papers' files: their claims and how each is measured (default {DEFAULT})",
     )
     s.add_argument("--out", required=True, metavar="FILE", help="the cards as Markdown, e.g. results/reproduction.md")
     s.add_argument("--csv", required=True, metavar="FILE", help="the same rows as CSV (the HTML report's table)")
@@ -45,5 +46,5 @@ def command(args: argparse.Namespace) -> None:
     command = (
         "scalerepro reproduce " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["reproduce"] else "scalerepro reproduce"
     )
-    table = reproduce(Path(args.analysis), Path(args.claims), Path(args.out), Path(args.csv), Path(args.json), command)
+    table = reproduce(Path(args.analysis), Path(args.papers), Path(args.out), Path(args.csv), Path(args.json), command)
     print(f"{len(table)} claims: {tally(table)} -> {args.out}", file=sys.stderr)

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from scalerepro import papers
 from scalerepro.cli.argtypes import at_least
 from scalerepro.cli.common import (
     add_config_flags,
@@ -19,15 +20,17 @@ from scalerepro.cli.simulation import (
     simulate_points,
     write_tables,
 )
-from scalerepro.sim import papers, scale
+from scalerepro.sim import claims as published
+from scalerepro.sim import platforms as described
+from scalerepro.sim import scale
 from scalerepro.sim.engine import load_simgrid
 
 DESCRIPTION = (
     "Simulates ResNet-50's gradient buckets (as training cuts them) for every "
     "algorithm and rank count on each platform, projects images/s, scaling "
     "efficiency and 90-epoch time from each platform's per-accelerator rate (`--platform all`: "
-    "every platform with one), and sets the published claims of config/platforms.yaml against "
-    "them. Writes "
+    "every platform with one), and sets the papers' claims at their scale (`at_scale:` of "
+    "config/papers/*.yaml) against them. Writes "
     "scale_points.csv, scale.csv, papers.csv and scale.json."
 )
 
@@ -50,7 +53,7 @@ def arguments(s: argparse.ArgumentParser) -> None:
         s,
         "--claims-max-ranks",
         "simulate.claims_max_ranks",
-        "also simulate the points the published claims of --platforms need, up to this many ranks (at 1,024 the "
+        "also simulate the points the claims of --papers need, up to this many ranks (at 1,024 the "
         "1-D ring takes minutes)",
         type=at_least(1),
     )
@@ -78,6 +81,12 @@ def arguments(s: argparse.ArgumentParser) -> None:
         "the sensitivity table (two more simulations per number; the compute rate and overlap need none)",
         action=argparse.BooleanOptionalAction,
     )
+    s.add_argument(
+        "--papers",
+        default=str(papers.DEFAULT),
+        metavar="DIR",
+        help=f"the papers' files, whose `at_scale:` claims are judged (default {papers.DEFAULT})",
+    )
     s.add_argument("--out", required=True, metavar="DIR", help="folder for the tables")
 
 
@@ -89,7 +98,7 @@ def command(args: argparse.Namespace) -> None:
     platforms = chosen_platforms(args, sim.platforms)
     if list(sim.platforms) == ["all"]:  # the clusters kept to check the simulator against carry no ResNet-50 rate
         platforms = [p for p in platforms if p.images_per_s_per_accelerator]
-    claims = papers.load_claims(Path(args.platforms))
+    claims = published.load_claims(Path(args.papers), described.load_platforms(Path(args.platforms)))
     points = scale.unique(
         [
             pt
@@ -109,14 +118,14 @@ def command(args: argparse.Namespace) -> None:
     rows, skipped = simulate_points(points, "simulate-scale", args.jobs)
     projections = {p.name: scale.Projection(rows, p, bucket_mib, sim.batch_per_rank) for p in platforms}
     steps = [s for proj in projections.values() for s in scale.steps(proj)]
-    compared = papers.compare(claims, projections)
+    compared = published.judged(claims, projections)
     write_tables(
         Path(args.out),
         {
             "scale_points": rows,
             "scale": steps,
             "papers": compared,
-            "sensitivity": papers.sensitivity(claims, projections),
+            "sensitivity": published.sensitivity(claims, projections),
         },
         {
             "platforms": [p.as_dict() for p in platforms],
@@ -130,4 +139,4 @@ def command(args: argparse.Namespace) -> None:
         "scale.json",
     )
     for c in compared:
-        print(f"{c['paper']}: {c['claim']}: {papers.describe(c)}", file=sys.stderr)
+        print(f"{c['paper']}: {c['claim']}: {published.verdict_line(c)}", file=sys.stderr)

@@ -12,7 +12,7 @@ from scalerepro.cli.simulation import bench_rows, bucket_mib_arg, jobs_arg, simu
 from scalerepro.errors import UserError
 from scalerepro.sim import validate
 from scalerepro.sim.engine import load_simgrid
-from scalerepro.sim.platforms import load
+from scalerepro.sim.platforms import load_platforms
 
 DESCRIPTION = (
     "With --bench: fits one latency and bandwidth for this machine from the bench JSONs "
@@ -57,14 +57,14 @@ def _validate_bench(args: argparse.Namespace) -> None:
     _, rows, gamma = bench_rows(args.bench)
     machines = validate.machines(rows, gamma)
     kept = validate.measured(rows)
-    simulated, skipped = simulate_points(validate.points(kept, machines), "simulate-validate", args.jobs)
+    simulated, skipped = simulate_points(validate.validation_points(kept, machines), "simulate-validate", args.jobs)
     if skipped:
         raise UserError(
             f"simulate-validate: {skipped[0]['algorithm']} at {skipped[0]['ranks']} ranks has no "
             f"schedule: {skipped[0]['why']}"
         )
     table = validate.table(kept, simulated)
-    summary = validate.summary(table)
+    summary = validate.error_summary(table)
     write_tables(
         Path(args.out),
         {"validation": table, "validation_summary": summary},
@@ -85,7 +85,7 @@ def _validate_published(args: argparse.Namespace) -> None:
     """Simulate the all-reduce times others published; write published.csv and published_summary.csv."""
     bucket_mib = load_config(args).train.bucket_mib
     path = Path(args.platforms)
-    platforms = load(path)
+    platforms = load_platforms(path)
     measurements = validate.load_measurements(path, platforms)
     points = validate.published_points(measurements, platforms)
     simulated, skipped = simulate_points(points, "simulate-validate", args.jobs)

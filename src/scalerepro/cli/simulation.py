@@ -17,8 +17,7 @@ from scalerepro.comm.benchfile import FlatRow, read_rows
 from scalerepro.errors import UserError
 from scalerepro.io import write_json_atomic, write_text_atomic
 from scalerepro.sim import simulate_feasible
-from scalerepro.sim.platforms import load as load_platforms
-from scalerepro.sim.platforms import pick
+from scalerepro.sim.platforms import load_platforms, pick
 from scalerepro.sim.validate import MACHINE, machines
 
 

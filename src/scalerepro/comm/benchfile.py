@@ -3,7 +3,7 @@
 A record holds provenance, placement (``world_size``, ``hosts``,
 ``nodes``, ``ranks_per_node``, ``cores_per_node``), the comm parameters
 it ran with (``params``), the measured reduction cost
-(``reduction_s_per_byte``, gamma), the footer's numbers (:func:`summary`),
+(``reduction_s_per_byte``, gamma), the footer's numbers (:func:`averages`),
 the ratio tables (``comparisons``) and ``rows``: one :class:`Row` per
 algorithm and message size. ``format`` says which layout it is
 (:data:`FORMAT`); a file without it is format 1, from before out-of-place
@@ -139,7 +139,7 @@ def total_wrong(rows: Iterable[Mapping[str, Any]]) -> int:
     return sum((r["wrong"] or 0) + (r["oop_wrong"] or 0) for r in rows)
 
 
-def summary(rows: list[Row]) -> dict[str, Any]:
+def averages(rows: list[Row]) -> dict[str, Any]:
     """The footer's numbers, for the record: per algorithm the average busbw, and the out-of-bounds count.
 
     ``avg_busbw_GBps`` (GB/s, per algorithm): as nccl-tests' "Avg bus

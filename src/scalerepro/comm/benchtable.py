@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from scalerepro.comm.benchfile import Row, summary
+from scalerepro.comm.benchfile import Row, averages
 
 _GROUP = 35  # width of one column group: time, algbw, busbw, #wrong
 HEADER = "\n".join(
@@ -46,8 +46,8 @@ def schedule_text(row: Mapping[str, Any]) -> str:
 
 def format_footer(rows: list[Row]) -> str:
     """nccl-tests' footer: ``# Out of bounds values``, and ``# Avg bus bandwidth`` per algorithm (see
-    :func:`summary`: the mean busbw over all sizes, out of place and in place)."""
-    s = summary(rows)
+    :func:`averages`: the mean busbw over all sizes, out of place and in place)."""
+    s = averages(rows)
     bad = s["out_of_bounds"]
     verdict = "N/A (not checked)" if bad is None else f"{bad} {'FAILED' if bad else 'OK'}"
     lines = [f"# Out of bounds values : {verdict}"]

@@ -46,7 +46,7 @@ import numpy as np
 from mpi4py import MPI
 
 from scalerepro.comm.algorithms import Selection
-from scalerepro.comm.benchfile import FORMAT, Row, compare, summary
+from scalerepro.comm.benchfile import FORMAT, Row, averages, compare
 from scalerepro.comm.benchtable import HEADER, format_comparison, format_footer, format_row
 from scalerepro.comm.buffers import DTYPES, fill, finish, make_buffer, poison, send_changed, wrong_elements
 from scalerepro.comm.context import CommParams, Context
@@ -359,6 +359,6 @@ def benchmark(
         "reduction_s_per_byte": gamma,
         "env": {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)},
         "rows": rows,
-        **summary(rows),  # the footer's avg_busbw_GBps (per algorithm) and out_of_bounds
+        **averages(rows),  # the footer's avg_busbw_GBps (per algorithm) and out_of_bounds
         "comparisons": [c for peer in peers for c in ratios[peer]],
     }

@@ -21,7 +21,7 @@ A message appears twice, as a ``Send`` on one rank and a ``Recv`` on its
 peer, with the same length and ``reduce`` flag (the MPI executor cuts
 reduce messages into cache-sized blocks, and both ends must cut alike);
 messages between two ranks in one lane match in order. Zero-length
-messages are left out. :func:`simulate` runs the schedules of every rank
+messages are left out. :func:`interpret` runs the schedules of every rank
 in one process, which is how the tests check an algorithm at rank counts
 and node layouts no machine here has.
 """
@@ -317,7 +317,7 @@ class _Cursor:
     at: int = 0
 
 
-def simulate(schedules: Sequence[Schedule], buffers: Sequence[np.ndarray], lockstep: bool = False) -> int:
+def interpret(schedules: Sequence[Schedule], buffers: Sequence[np.ndarray], lockstep: bool = False) -> int:
     """Run every rank's schedule on its buffer, in place; return the number of stage rounds it took.
 
     Messages are matched per (sender, receiver, lane) in order, with equal

@@ -67,7 +67,7 @@ def grid_of(spec: Spec, name: str) -> tuple[int, ...]:
 Parts = list[tuple[tuple[int, int], list[tuple[int, ...]]]]  # ((lo, hi), the rings it goes round, in order)
 
 
-def on_grid(
+def grid_schedule(
     spec: Spec,
     name: str,
     parts: Callable[[tuple[int, ...], tuple[int, ...]], Parts],
@@ -97,4 +97,4 @@ def schedule(spec: Spec) -> Schedule:
         a, b = pieces(0, spec.count, 2)
         return [(a, [y, x]), (b, [x[::-1], y[::-1]])]
 
-    return on_grid(spec, NAME, halves)
+    return grid_schedule(spec, NAME, halves)

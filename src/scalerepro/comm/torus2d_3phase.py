@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from scalerepro.comm import ring
 from scalerepro.comm.schedule import Schedule, Spec
-from scalerepro.comm.torus2d import Parts, on_grid
+from scalerepro.comm.torus2d import Parts, grid_schedule
 
 NAME = "torus2d-3phase"
 GRID_DIMS = 2  # lays the ranks on comm.grid, X x Y
@@ -33,4 +33,4 @@ def schedule(spec: Spec) -> Schedule:
     def rows_then_columns(x: tuple[int, ...], y: tuple[int, ...]) -> Parts:
         return [((0, spec.count), [x, y])]
 
-    return on_grid(spec, NAME, rows_then_columns, (ring.NAME, ring.schedule))
+    return grid_schedule(spec, NAME, rows_then_columns, (ring.NAME, ring.schedule))

@@ -28,7 +28,7 @@ ring, multicolor with two colors (``as: multicolor``).
 from __future__ import annotations
 
 from scalerepro.comm.schedule import Schedule, Spec, bidir_path, pieces
-from scalerepro.comm.torus2d import Parts, on_grid
+from scalerepro.comm.torus2d import Parts, grid_schedule
 
 NAME = "torus2d-4link"
 GRID_DIMS = 2  # lays the ranks on comm.grid, X x Y
@@ -41,4 +41,4 @@ def schedule(spec: Spec) -> Schedule:
         a, b = pieces(0, spec.count, 2)
         return [(a, [y, x]), (b, [x, y])]
 
-    return on_grid(spec, NAME, halves, path=bidir_path)
+    return grid_schedule(spec, NAME, halves, path=bidir_path)

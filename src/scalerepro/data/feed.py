@@ -60,7 +60,7 @@ def bench_train(path: Path) -> dict[str, Any]:
     return record
 
 
-def measured(path: Path) -> dict[str, Any]:
+def measured_rate(path: Path) -> dict[str, Any]:
     """Our loop's measured images/s per rank from a bench-train JSON, with its source."""
     record = bench_train(path)
     s, train = record["summary"], record.get("config", {}).get("train", {})
@@ -73,7 +73,7 @@ def measured(path: Path) -> dict[str, Any]:
 
 def rates(model: str, baselines: Path, train_json: Path | None) -> list[dict[str, Any]]:
     """The published rates of ``model`` and, given a bench-train JSON, our measured rate per rank."""
-    return published(baselines, model) + ([measured(train_json)] if train_json else [])
+    return published(baselines, model) + ([measured_rate(train_json)] if train_json else [])
 
 
 def slowest_worker(summary: list[dict[str, Any]], loader: str = "shards") -> dict[str, Any]:
@@ -85,7 +85,7 @@ def slowest_worker(summary: list[dict[str, Any]], loader: str = "shards") -> dic
     return {"loader": loader, "workers": low["workers"], "images_per_s_per_worker": low["images_per_s_per_worker"]}
 
 
-def table(
+def needed_workers(
     per_worker: dict[str, Any], size: int, model: str, baselines: Path, wanted: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """The rates in ``wanted`` sized at ``per_worker``'s images/s per worker (``size``-px crops), for JSON and table."""
@@ -99,7 +99,7 @@ def format_table(t: dict[str, Any]) -> str:
     w, n = t["per_worker"], t["per_worker"]["workers"]
     head = (
         f"# loader workers per accelerator to feed {t['model']}: one builds {w['images_per_s_per_worker']:.1f} "
-        f"images/s of {t['size']}-px crops (the lowest per-worker rate measured, at {n} worker{'s' * (n != 1)}); "
+        f"images/s of {t['size']}-px crops (the lowest per-worker rate measured_rate, at {n} worker{'s' * (n != 1)}); "
         "CPUs per task = workers + 1 for the rank"
     )
     lines = [head, f"{'images/s per accel':>18} {'workers':>7} {'CPUs/task':>9}  source"]

@@ -73,7 +73,7 @@ class Crop(NamedTuple):
     flip: bool
 
 
-def cut(data: memoryview | bytes, height: int, box: Box) -> tuple[memoryview | bytes, Box]:
+def box_rows(data: memoryview | bytes, height: int, box: Box) -> tuple[memoryview | bytes, Box]:
     """The rows of the JPEG that ``box`` needs (:func:`~scalerepro.data.augment.cut_rows`) and the box in them."""
     top, left, h, w = box
     jpeg, _, start = cut_rows(data, height, top, top + h)
@@ -91,7 +91,7 @@ class TrainCrops:
     def __call__(self, data: memoryview | bytes, rng: np.random.Generator) -> Crop:
         """The crop TrainPipeline would make from ``data`` with ``rng`` (the same draws, in the same order)."""
         height, width = jpeg_size(data)
-        jpeg, box = cut(data, height, random_resized_box(height, width, self.scale, self.ratio, rng))
+        jpeg, box = box_rows(data, height, random_resized_box(height, width, self.scale, self.ratio, rng))
         return Crop(jpeg, box, bool(rng.random() < 0.5))
 
 
@@ -106,7 +106,7 @@ class EvalCrops:
         """The crop EvalPipeline would make from ``data``; ``rng`` is unused."""
         height, width = jpeg_size(data)
         box = centre_box(height, width, self.size, round(self.size / self.crop_fraction))
-        jpeg, box = cut(data, height, box)
+        jpeg, box = box_rows(data, height, box)
         return Crop(jpeg, box, False)
 
 

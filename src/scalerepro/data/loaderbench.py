@@ -282,7 +282,7 @@ def one_pass(
     return row
 
 
-def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def per_loader(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Medians per (workers, loader) of the timed passes and of the memory passes' peaks, ours over torchvision."""
     out = []
     for workers in sorted({r["workers"] for r in rows}):
@@ -313,7 +313,7 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def format_summary(summary: list[dict[str, Any]]) -> str:
+def format_loaders(summary: list[dict[str, Any]]) -> str:
     """The table for people."""
     lines = [
         (

@@ -98,7 +98,7 @@ def check_capacity(dest: Path, needed: int) -> None:
 
 
 @dataclass
-class Plan:
+class StagePlan:
     """One split on one node: where it goes, which of the node's shards are there and which to copy."""
 
     shard_dir: Path
@@ -108,7 +108,7 @@ class Plan:
     missing: list[dict[str, Any]]
 
 
-def plan_split(shard_dir: Path, root: str, node: int = 0, nodes: int = 1, name: str = "local") -> Plan:
+def plan_split(shard_dir: Path, root: str, node: int = 0, nodes: int = 1, name: str = "local") -> StagePlan:
     """What staging one split onto node ``node`` (called ``name``) of ``nodes`` needs (shard k goes to node
     k mod nodes)."""
     manifest = read_manifest(shard_dir)
@@ -117,7 +117,7 @@ def plan_split(shard_dir: Path, root: str, node: int = 0, nodes: int = 1, name: 
     present = [e for e in mine if _trusted(dest / e["file"], e)]
     missing = [e for e in mine if e not in present]
     _check_sources(Path(shard_dir), missing)
-    return Plan(Path(shard_dir), manifest, dest, present, missing)
+    return StagePlan(Path(shard_dir), manifest, dest, present, missing)
 
 
 def _check_sources(shard_dir: Path, entries: list[dict[str, Any]]) -> None:
@@ -137,7 +137,7 @@ def _check_sources(shard_dir: Path, entries: list[dict[str, Any]]) -> None:
         )
 
 
-def copy_split(plan: Plan) -> dict[str, Any]:
+def copy_split(plan: StagePlan) -> dict[str, Any]:
     """Copy a planned split's missing shards (temporary name, verify, rename), then its manifest."""
     t0 = time.perf_counter()
     plan.dest.mkdir(parents=True, exist_ok=True)

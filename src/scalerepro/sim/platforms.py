@@ -187,7 +187,7 @@ class Platform:
         return "images_per_s_per_accelerator" in self.from_papers
 
 
-def load(path: Path) -> dict[str, Platform]:
+def load_platforms(path: Path) -> dict[str, Platform]:
     """Every platform in ``path``; errors name the file, the platform and the key."""
     doc = read_yaml(path, "platforms")
     entries = doc.get("platforms") if isinstance(doc, dict) else None

@@ -121,7 +121,7 @@ def unique(found: list[Point]) -> list[Point]:
     return out
 
 
-def interpolate(known: dict[int, float], nbytes: int) -> float:
+def interpolate_seconds(known: dict[int, float], nbytes: int) -> float:
     """Seconds for ``nbytes`` from simulated (bytes -> seconds): exact where simulated, else linear between (or
     beyond) the nearest two."""
     if nbytes in known:
@@ -165,7 +165,7 @@ class Projection:
         plat = self.platform
         ready = bucket_list(dtype, self.bucket_mib)
         known = self.times[variant, algo, p]
-        seconds = [interpolate(known, b.nbytes) for b in ready]
+        seconds = [interpolate_seconds(known, b.nbytes) for b in ready]
         # the single-node rate times a whole step (optimizer included): the optimizer's share comes out of it
         whole = self.batch / (rate or plat.images_per_s_per_accelerator or 1.0)
         gamma = self.networks.get(variant, plat).gamma_s_per_byte

@@ -88,7 +88,7 @@ def measured(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return keep
 
 
-def points(rows: Sequence[Mapping[str, Any]], platforms: dict[tuple[str, str], Platform]) -> list[Point]:
+def validation_points(rows: Sequence[Mapping[str, Any]], platforms: dict[tuple[str, str], Platform]) -> list[Point]:
     """One simulation per measured row, on the platform of its regime, with the schedule it ran."""
     out = []
     for r in rows:
@@ -128,7 +128,7 @@ def table(rows: list[dict[str, Any]], simulated: list[dict[str, Any]]) -> list[d
     ]
 
 
-def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def error_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per rank count and regime: median |simulated / measured - 1| over sizes >= 64 KiB, and over all."""
     out = []
     for ranks, where in sorted({(r["ranks"], r["regime"]) for r in rows}):

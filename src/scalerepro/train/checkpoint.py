@@ -70,7 +70,7 @@ def save(
     write_bytes_atomic(path, blob.getvalue())
 
 
-def load(
+def restore_progress(
     path: Path, model: nn.Module, opt: torch.optim.Optimizer, meta: dict[str, Any], comm: MPI.Intracomm
 ) -> Progress | None:
     """Collective: restore from ``path`` if it exists; None when there is none.

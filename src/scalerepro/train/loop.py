@@ -154,7 +154,7 @@ class TrainingRun:
         self.trainer: Trainer = build_trainer(cfg, spec.algorithm, ctx, len(self.train_data.manifest["classes"]), stack)
         self.plan = allreduce_plan(self.trainer, spec.algorithm, ctx)
         self.meta = resume_key(spec, comm.size, self.train_data.manifest["source"]["sha256"])
-        loaded = checkpoint.load(self.ckpt_path, self.trainer.model, self.trainer.opt, self.meta, comm)
+        loaded = checkpoint.restore_progress(self.ckpt_path, self.trainer.model, self.trainer.opt, self.meta, comm)
         self.resumed = loaded is not None
         self.progress: Progress = loaded or Progress()
         self.t0 -= self.progress.elapsed_s

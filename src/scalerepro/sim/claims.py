@@ -1,4 +1,4 @@
-"""Published figures against simulated ones: the claims in config/platforms.yaml, each against a simulated band.
+"""Published figures against simulated ones: the papers' ``at_scale`` claims, each against a simulated band.
 
 A claim's verdict comes from its band over the platform's ranges
 (:mod:`scalerepro.sim.scale`), never from one guess, and the platforms'
@@ -8,45 +8,47 @@ figure is never an input of the number it is compared with.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from scalerepro import sources
+from scalerepro import papers
+from scalerepro.comm.algorithms import ALGORITHMS
 from scalerepro.errors import UserError
-from scalerepro.io import read_yaml
 from scalerepro.sim.platforms import NETWORK
 from scalerepro.sim.scale import Projection
 
 RATIOS = ("speedup_over", "step_speedup_over")  # another algorithm's all-reduce (or step) time over this one's
 METRICS = ("efficiency", "images_per_s", "time_90_epochs_s", *RATIOS)
-KEYS = ("id", "paper", "claim", "source", "platform", "algorithm", "ranks", "dtype", "metric", "published", "if_off")
+KEYS = ("simulates", "platform", "algorithm", "ranks", "dtype", "metric", "published", "if_off")
 TOLERANCE = 0.20  # a band within this of the published figure (as a ratio, either way) agrees with it
 
 
-def load_claims(path: Path) -> list[dict[str, Any]]:
-    """The ``claims:`` list of ``path``, each with its source's citation as ``cite``; errors name the claim and
-    the key (an unknown source id among them)."""
-    doc = read_yaml(path, "platforms")
-    claims = (doc.get("claims") if isinstance(doc, dict) else None) or []
-    if not isinstance(claims, list) or not all(isinstance(c, dict) for c in claims):
-        raise UserError(f"{path}: `claims:` must be a list of mappings (id, claim, platform, algorithm, ...)")
-    registry = sources.load_beside(path, doc)
-    ids = [c.get("id") for c in claims]
-    for i, c in enumerate(claims):
+def load_claims(folder: Path, platforms: Iterable[str]) -> list[dict[str, Any]]:
+    """The ``at_scale`` claims of the papers in ``folder`` (:mod:`scalerepro.papers`), one record each with the
+    claim's id, paper, cite and what it simulates as ``claim``; errors name the file, the claim and the key, and
+    a platform that is not one of ``platforms``."""
+    known = set(platforms)
+    claims = papers.at_scale(papers.load_papers(folder))
+    for c in claims:
+        where = f"{c['where']}, at_scale"
         missing = [k for k in KEYS if k not in c]
         if missing:
-            raise UserError(f"{path}: claims[{i}] lacks key {missing[0]!r}")
-        if ids.count(c["id"]) > 1:
-            raise UserError(f"{path}: claims[{i}]: id {c['id']!r} is used twice; each claim needs its own")
-        c["cite"] = registry.fact(c["source"], f"{path}: claims[{i}] ({c['id']})").cite()
+            raise UserError(f"{where}: lacks key {missing[0]!r}")
+        if c["platform"] not in known:
+            raise UserError(f"{where}: platform {c['platform']!r} is not one of {', '.join(sorted(known))}")
+        for key in ("algorithm", "over"):
+            if key in c and c[key] not in ALGORITHMS:
+                raise UserError(f"{where}: {key} {c[key]!r} is not an algorithm; known: {', '.join(ALGORITHMS)}")
         if c["metric"] not in METRICS:
-            raise UserError(f"{path}: claims[{i}].metric {c['metric']!r}; choose from {', '.join(METRICS)}")
+            raise UserError(f"{where}: metric {c['metric']!r}; choose from {', '.join(METRICS)}")
         if c["metric"] in RATIOS and not c.get("over"):
-            raise UserError(f"{path}: claims[{i}] ({c['metric']}) needs 'over': the algorithm to compare against")
+            raise UserError(f"{where}: metric {c['metric']} needs 'over': the algorithm to compare against")
+        c["claim"] = c.pop("simulates")
     return claims
 
 
-def compare(claims: list[dict[str, Any]], projections: dict[str, Projection]) -> list[dict[str, Any]]:
+def judged(claims: list[dict[str, Any]], projections: dict[str, Projection]) -> list[dict[str, Any]]:
     """One row per claim: published, simulated as described and its band over the platform's ranges, a verdict,
     and what to revisit when the published figure lies outside the band."""
     rows = []
@@ -81,7 +83,7 @@ def compare(claims: list[dict[str, Any]], projections: dict[str, Projection]) ->
     return rows
 
 
-def describe(row: dict[str, Any]) -> str:
+def verdict_line(row: dict[str, Any]) -> str:
     """One line: published, simulated with its band, and the verdict (with what to revisit when inconsistent)."""
     if row["simulated"] is None:
         return "not simulated"

@@ -14,7 +14,14 @@ import yaml
 
 from scalerepro.train.events import read_events
 from tests.train.test_checkpoint import mid_epoch
-from tests.workflow.test_workflow import BIN, job_counts, small_config, workflow_copy
+from tests.workflow.support import (
+    job_counts,
+    small_config,
+    snakemake,
+    snakemake_background,
+    wait_for,
+    workflow_copy,
+)
 
 RUN = "results/train/base/ring/n{ranks}/g1-s0-r0"
 
@@ -28,37 +35,10 @@ def fault_config(tmp_path: Path, ranks: list[int]) -> dict:
 
 
 def start(wf: Path, *targets: str) -> subprocess.Popen:
-    """`snakemake --profile laptop` for ``targets``, in its own session (so the test can kill all of it)."""
-    env = {
-        **os.environ,
-        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
-        "DVC_NO_ANALYTICS": "true",
-        "OMP_NUM_THREADS": "1",
-    }
-    cmd = [
-        str(BIN / "snakemake"),
-        *targets,
-        "--cores",
-        "2",
-        "--profile",
-        "workflow/profiles/laptop",
-        "--configfile",
-        "f.yaml",
-    ]  # targets first: --configfile takes every word after it
-    return subprocess.Popen(
-        cmd, cwd=wf, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
-    )
-
-
-def wait_for(proc: subprocess.Popen, ready, what: str, limit_s: float = 300) -> None:
-    """Poll ``ready()`` until true; fail with the workflow's output if it ends first."""
-    deadline = time.monotonic() + limit_s
-    while not ready():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-            raise AssertionError(f"never saw {what}:\n{proc.communicate()[0][-4000:]}")
-        time.sleep(0.02)
+    """`snakemake --profile laptop` for ``targets``, in the background (targets first: --configfile takes every
+    word after it)."""
+    profile = ("--cores", "2", "--profile", "workflow/profiles/laptop", "--configfile", "f.yaml")
+    return snakemake_background(wf, *targets, *profile, OMP_NUM_THREADS="1")
 
 
 def running(pid: int) -> bool:
@@ -133,21 +113,13 @@ def test_killed_workflow_reruns_only_the_unfinished_run_and_resumes_it(tmp_path)
     assert not (cut / "events.jsonl").exists()
     stamp = (runs[finished] / "run.json").stat().st_mtime_ns
 
-    plan = subprocess.run(
-        [str(BIN / "snakemake"), *targets, "-n", "--profile", "workflow/profiles/laptop", "--configfile", "f.yaml"],
-        cwd=wf,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    plan = snakemake(wf, *targets, "-n", "--profile", "workflow/profiles/laptop", "--configfile", "f.yaml")
     assert plan.returncode == 0, plan.stdout[-3000:] + plan.stderr[-3000:]
     assert job_counts(plan.stdout)["train"] == 1, plan.stdout
     assert f"output: {RUN.format(ranks=3 - finished)}/run.json" in plan.stdout
 
     # A killed Snakemake leaves its lock; the user's one extra step, as Snakemake's message says.
-    unlock = subprocess.run(
-        [str(BIN / "snakemake"), "--unlock", "--cores", "1"], cwd=wf, capture_output=True, text=True, timeout=120
-    )
+    unlock = snakemake(wf, "--unlock", "--cores", "1")
     assert unlock.returncode == 0, unlock.stderr[-3000:]
     again = start(wf, *targets)
     t0 = time.monotonic()

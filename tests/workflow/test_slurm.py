@@ -18,8 +18,7 @@ import yaml
 
 from tests.support import REPO
 from tests.train.test_checkpoint import final_state, mid_epoch
-from tests.workflow.test_faults import wait_for
-from tests.workflow.test_workflow import BIN, small_config, snakemake, workflow_copy
+from tests.workflow.support import small_config, snakemake, snakemake_background, wait_for, workflow_copy
 
 SCRIPT = REPO / "scripts" / "local-slurm.sh"
 
@@ -138,20 +137,10 @@ def test_workflow_runs_on_two_slurm_nodes_with_srun_inside_the_allocation(tmp_pa
 
 
 def slurm_workflow(wf: Path, *targets: str, background: bool = False) -> Any:
-    """The SLURM profile on ``targets`` (in its own session when in the background, so the test can stop all of
-    it)."""
-    if not background:
-        return snakemake(wf, *targets, *SLURM_PROFILE, timeout=900)  # targets first: see SLURM_PROFILE
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "DVC_NO_ANALYTICS": "true"}
-    return subprocess.Popen(
-        [str(BIN / "snakemake"), *targets, *SLURM_PROFILE],
-        cwd=wf,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    """The SLURM profile on ``targets`` (targets first: see SLURM_PROFILE), to the end or in the background."""
+    if background:
+        return snakemake_background(wf, *targets, *SLURM_PROFILE)
+    return snakemake(wf, *targets, *SLURM_PROFILE, timeout=900)
 
 
 def node_state(name: str) -> str:

@@ -5,12 +5,7 @@ from __future__ import annotations
 import copy
 import csv
 import json
-import os
 import re
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import yaml
@@ -20,63 +15,7 @@ from scalerepro import sources
 from scalerepro.config import from_mapping
 from scalerepro.papers import files, load_paper
 from tests.support import REPO
-
-BIN = Path(sys.executable).parent
-LAPTOP = yaml.safe_load((REPO / "config/config.yaml").read_text())
-
-
-def workflow_copy(tmp_path: Path) -> Path:
-    """The workflow files in a fresh folder, so runs never touch the checkout's results/."""
-    dst = tmp_path / "wf"
-    dst.mkdir()
-    shutil.copy(REPO / "Snakefile", dst)
-    shutil.copytree(REPO / "workflow", dst / "workflow", symlinks=True)
-    shutil.copytree(REPO / "config", dst / "config")
-    return dst
-
-
-def snakemake(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    """Run the snakemake CLI of this venv in ``cwd``."""
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "DVC_NO_ANALYTICS": "true"}
-    return subprocess.run(
-        [str(BIN / "snakemake"), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
-    )
-
-
-def small_config(tmp_path: Path) -> dict:
-    """The reduced laptop sweep the end-to-end tests run: ring on 1 and 2 ranks, 2 epochs, no studies, staged in tmp."""
-    return {
-        "dataset": {"name": "small", "train_per_class": 16, "val_per_class": 4, "max_size": 200, "quirks_per_kind": 1},
-        "shard": {"train_shards": 4, "val_shards": 2},
-        "stage": {"root": str(tmp_path / "shm")},
-        "train": {
-            "ranks": [1, 2],
-            "algorithms": ["ring"],
-            "epochs": 2,
-            "width": 8,
-            "batch_per_rank": 16,
-            "studies": dict.fromkeys(LAPTOP["train"]["studies"]),
-        },  # null: left out
-        "bench": {"ranks": [2], "max_bytes": 65536, "iters": 3},
-        "simulate": {
-            "platforms": ["minsky-ddl"],
-            "algorithms": ["ring", "multicolor"],
-            "ranks": [8],
-            "claims_max_ranks": 8,
-        },
-    }
-
-
-def job_counts(stdout: str) -> dict[str, int]:
-    """The 'Job stats' table of a dry-run."""
-    lines = stdout[stdout.index("Job stats:") :].splitlines()[3:]
-    counts = {}
-    for line in lines:
-        parts = line.split()
-        if len(parts) != 2 or not parts[1].isdigit():
-            break
-        counts[parts[0]] = int(parts[1])
-    return counts
+from tests.workflow.support import LAPTOP, job_counts, small_config, snakemake, workflow_copy
 
 
 def test_lint_is_clean():
@@ -135,10 +74,7 @@ def test_dry_run_on_a_machine_without_simgrid_plans_the_rest(tmp_path):
     hide = tmp_path / "hide"
     hide.mkdir()
     (hide / "simgrid.py").write_text("raise ImportError('not installed here')\n")
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(hide)}
-    proc = subprocess.run(
-        [str(BIN / "snakemake"), "-n", "--cores", "2"], cwd=wf, env=env, capture_output=True, text=True, timeout=120
-    )
+    proc = snakemake(wf, "-n", "--cores", "2", PYTHONPATH=str(hide))
     assert proc.returncode == 0, proc.stderr
     counts = job_counts(proc.stdout)
     assert counts["analyze"] == 1

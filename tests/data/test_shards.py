@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -21,14 +22,14 @@ def first_shard(tiny_shards, tmp_path):
 
 def test_records_are_read_without_mapping_or_holding_the_file(tiny_shards, tmp_path):
     path = first_shard(tiny_shards, tmp_path)
-    fds = len(os.listdir("/proc/self/fd"))
+    fds = len(list(Path("/proc/self/fd").iterdir()))
     reader = ShardReader(path)
     records = [reader.record(i) for i in range(len(reader))]
     assert all(data[:2] == b"\xff\xd8" and data[-2:] == b"\xff\xd9" for data, _ in records)  # whole JPEGs
     assert [label for _, label in records] == reader.labels().tolist()
     assert len(reader.names()) == len(reader)
-    assert str(path) not in open("/proc/self/maps").read()
-    assert len(os.listdir("/proc/self/fd")) == fds
+    assert str(path) not in Path("/proc/self/maps").read_text()
+    assert len(list(Path("/proc/self/fd").iterdir())) == fds
 
 
 def test_a_shard_truncated_after_it_was_indexed_is_named(tiny_shards, tmp_path):
@@ -44,7 +45,7 @@ def test_a_shard_truncated_after_it_was_indexed_is_named(tiny_shards, tmp_path):
 
 @pytest.mark.parametrize(
     ("damage", "message"),
-    [(lambda b: b"", "is empty"), (lambda b: b[:20], "is truncated"), (lambda b: b[:-1], "has no valid footer")],
+    [(lambda _: b"", "is empty"), (lambda b: b[:20], "is truncated"), (lambda b: b[:-1], "has no valid footer")],
 )
 def test_a_damaged_shard_is_named_with_the_fix(tiny_shards, tmp_path, damage, message):
     path = first_shard(tiny_shards, tmp_path)

@@ -30,7 +30,6 @@ referenced then is an error, not silent corruption.
 from __future__ import annotations
 
 import ctypes
-import math
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -40,7 +39,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 import torch
-from torch.utils.data import DataLoader, Dataset, get_worker_info
+from torch.utils.data import DataLoader, Dataset
 
 from scalerepro.data.gpudecode import EvalCrops, PackedCrops, TrainCrops, decode_batch
 from scalerepro.data.shards import ShardReader, node_shards, open_shards, read_manifest
@@ -254,7 +253,9 @@ class BatchDataset(Dataset[Filled]):
         try:
             return self._fill(b, ids)
         except UserError as exc:
-            return Filled(-1, None, 0, torch.empty(0, dtype=torch.int64), torch.empty(0, dtype=torch.int64), None, str(exc))
+            return Filled(
+                -1, None, 0, torch.empty(0, dtype=torch.int64), torch.empty(0, dtype=torch.int64), None, str(exc)
+            )
 
     def _fill(self, b: int, ids: npt.NDArray[np.int64]) -> Filled:
         """Batch ``b`` of ``ids`` built (see :meth:`__getitem__`)."""

@@ -43,10 +43,10 @@ import torch
 from scalerepro.data.augment import TrainPipeline
 from scalerepro.data.jpegrows import jpegtran
 from scalerepro.data.loader import ShardDataset, batches, epoch_indices
-from scalerepro.data.tensors import MEAN, STD
 from scalerepro.data.pack import shard_split
 from scalerepro.data.stage import stage_split
 from scalerepro.data.synth import SynthSpec, generate
+from scalerepro.data.tensors import MEAN, STD
 from scalerepro.mpi import Layout
 
 LOADERS = ("shards", "torchvision")
@@ -275,7 +275,9 @@ def one_pass(
         row.update(measure(partial(make_loader, loader, spec, dataset, staged, workers, rep)))
         what = f"{row['images_per_s']:.1f} images/s"
     else:
-        row.update(data_mib=data_mib(loader, dataset, staged), **memory_pass(loader, spec, dataset, staged, workers, rep))
+        row.update(
+            data_mib=data_mib(loader, dataset, staged), **memory_pass(loader, spec, dataset, staged, workers, rep)
+        )
         what = f"peak PSS {row['peak_pss_mib']:.0f} MiB"
     if progress:
         progress(f"workers={workers} {kind} pass {rep + 1}/{spec.reps} {loader}: {what}")
@@ -293,10 +295,7 @@ def per_loader(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             memory = [r for r in mine if r["pass"] == "memory"]
             med[loader] = {
                 **{k: statistics.median(r[k] for r in timed) for k in ("images_per_s", "startup_s")},
-                **{
-                    k: statistics.median(r[k] for r in memory)
-                    for k in ("peak_rss_mib", "peak_pss_mib", "data_mib")
-                },
+                **{k: statistics.median(r[k] for r in memory) for k in ("peak_rss_mib", "peak_pss_mib", "data_mib")},
             }
         for loader in LOADERS:
             m = med[loader]

@@ -7,11 +7,13 @@ A schedule is compiled once per (algorithm, size, parameters) into a
   blocking calls. A stage of one send and one receive is MPI_Sendrecv; a
   reduce message is moved in blocks of at most ``REDUCE_BLOCK_BYTES``, each
   added while it is still in cache (one block of scratch instead of a
-  chunk; measured 1.2-1.3x faster at 16 MiB on 2 ranks than whole-chunk
-  steps). Both ends cut a message alike, since both see its length.
+  chunk, so the sum reads what the receive just wrote rather than a chunk
+  evicted by then). Both ends cut a message alike, since both see its
+  length.
 * **one exchange with one peer** (the ring's 2-rank small-message path):
   persistent requests kept per buffer (the training buckets and bench
-  buffers are reused), about 2 us less per call than MPI_Sendrecv.
+  buffers are reused), which skips the request set-up MPI_Sendrecv pays
+  on every call: the latency-bound small messages are where that shows.
 * **several lanes** (multicolor, multiring, the tori): every lane posts its
   next stage non-blocking as soon as its previous one completed and was
   reduced, so pipeline chunks overlap and independent rings progress

@@ -209,3 +209,12 @@ def test_a_claim_id_in_two_papers_a_missing_preset_and_a_stray_key_are_errors_na
     edit(config / "papers" / "cho2017.yaml", "    at_scale:", "    simulated: cho-scaling-95\n    at_scale:")
     with pytest.raises(UserError, match=r"cho2017.yaml: claim 'cho-scaling-95': unknown key 'simulated'"):
         papers.load_papers(config / "papers")
+
+
+def test_an_at_scale_claim_naming_an_unknown_algorithm_is_named_with_its_file(tmp_path):
+    config = copy_config(tmp_path)
+    edit(config / "papers" / "kumar2017.yaml", "      algorithm: multicolor\n", "      algorithm: multicolour\n")
+    with pytest.raises(
+        UserError, match=r"kumar2017.yaml: claim 'kumar-48min', at_scale: algorithm 'multicolour' is not"
+    ):
+        at_scale.load_claims(config / "papers", platforms.load_platforms(config / "platforms.yaml"))

@@ -98,7 +98,7 @@ def load_paper(path: Path) -> Paper:
     unknown = sorted(set(doc) - {*KEYS, "sources_file"})
     if unknown:
         raise UserError(f"{path}: unknown key {unknown[0]!r}; a paper file has {', '.join(KEYS)}")
-    registry = _registry(path, doc)
+    registry = sources.load_beside(path, doc, default=f"../{sources.DEFAULT.name}")  # config/papers/ -> config/
     source = registry.source(path.stem, f"{path} (a paper's id is its source's id)")
     preset = path.parent / str(doc.get("preset"))
     if not doc.get("preset") or not preset.is_file():
@@ -115,11 +115,6 @@ def load_paper(path: Path) -> Paper:
         baselines=_mappings(path, doc, "baselines"),
         claims=[_claim(registry, path, c) for c in _mappings(path, doc, "claims")],
     )
-
-
-def _registry(path: Path, doc: dict[str, Any]) -> sources.Registry:
-    """The source registry: the file's own ``sources_file:``, else sources.yaml in the papers folder's parent."""
-    return sources.load_beside(path, doc if doc.get("sources_file") else {"sources_file": "../sources.yaml"})
 
 
 def _mappings(path: Path, doc: dict[str, Any], key: str) -> list[dict[str, Any]]:

@@ -148,15 +148,16 @@ def _fact(where: str, sid: str, key: str, body: Any) -> Fact:
     )
 
 
-def beside(path: Path, doc: dict[str, Any]) -> Path:
-    """The registry a file refers to: its ``sources_file:`` (relative to it), else sources.yaml in its folder."""
-    named = doc.get("sources_file")
-    return (path.parent / str(named)) if named else path.parent / DEFAULT.name
+def beside(path: Path, doc: dict[str, Any], default: str = DEFAULT.name) -> Path:
+    """The registry a file refers to: its ``sources_file:``, else ``default``, both relative to its folder (the
+    default: sources.yaml in it)."""
+    return path.parent / str(doc.get("sources_file") or default)
 
 
-def load_beside(path: Path, doc: dict[str, Any]) -> Registry:
-    """The registry of the file at ``path`` whose parsed content is ``doc``; an error naming both if missing."""
-    registry = beside(path, doc)
+def load_beside(path: Path, doc: dict[str, Any], default: str = DEFAULT.name) -> Registry:
+    """The registry of the file at ``path`` whose parsed content is ``doc`` (see :func:`beside`); an error naming
+    both if missing."""
+    registry = beside(path, doc, default)
     if not registry.is_file():
         raise UserError(
             f"{path} cites registered sources but {registry} is missing; put the sources file beside it "

@@ -22,7 +22,7 @@ import pandas as pd
 
 from scalerepro.analysis.collect import read_csv
 from scalerepro.comm import benchfile
-from scalerepro.comm.algorithms import ALGORITHMS
+from scalerepro.comm.algorithms import check_named
 from scalerepro.errors import UserError
 from scalerepro.io import write_json_atomic, write_text_atomic
 from scalerepro.papers import Paper, load_papers
@@ -357,11 +357,7 @@ def _check_measure(where: str, kind: str, measure: dict[str, Any]) -> None:
     missing = [name for name in needed if name not in measure]
     if missing:
         raise UserError(f"{where}: measure {kind} needs `{missing[0]}:` (it takes {', '.join(needed)})")
-    for key in ("algorithm", "over"):
-        if key in measure and measure[key] not in ALGORITHMS:
-            raise UserError(
-                f"{where}: measure.{key} {measure[key]!r} is not an algorithm; known: {', '.join(sorted(ALGORITHMS))}"
-            )
+    check_named(measure, f"{where}: measure.")
 
 
 # --- cards ---

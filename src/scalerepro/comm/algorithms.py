@@ -23,9 +23,10 @@ hands down to the executors.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
 
 from scalerepro.comm import (
     dbtree,
@@ -119,6 +120,15 @@ def get(name: str) -> Algorithm | None:
         return ALGORITHMS[name]
     except KeyError:
         raise UserError(f"unknown all-reduce algorithm {name!r}; choose one of: {', '.join(names())}") from None
+
+
+def check_named(entry: Mapping[str, Any], where: str, keys: tuple[str, ...] = ("algorithm", "over")) -> None:
+    """The algorithms a config entry names under ``keys`` exist; else an error: ``where`` (its file and entry, up
+    to the key's prefix), the key, the name and the known ones."""
+    for key in keys:
+        if key in entry and entry[key] not in ALGORITHMS:
+            known = ", ".join(sorted(ALGORITHMS))
+            raise UserError(f"{where}{key} {entry[key]!r} is not an algorithm; known: {known}")
 
 
 def executor_for(algo: Algorithm, device: str, setting: str = "auto") -> str:

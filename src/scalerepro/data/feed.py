@@ -99,7 +99,7 @@ def format_table(t: dict[str, Any]) -> str:
     w, n = t["per_worker"], t["per_worker"]["workers"]
     head = (
         f"# loader workers per accelerator to feed {t['model']}: one builds {w['images_per_s_per_worker']:.1f} "
-        f"images/s of {t['size']}-px crops (the lowest per-worker rate measured_rate, at {n} worker{'s' * (n != 1)}); "
+        f"images/s of {t['size']}-px crops (the lowest per-worker rate measured, at {n} worker{'s' * (n != 1)}); "
         "CPUs per task = workers + 1 for the rank"
     )
     lines = [head, f"{'images/s per accel':>18} {'workers':>7} {'CPUs/task':>9}  source"]

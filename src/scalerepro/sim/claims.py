@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from scalerepro import papers
-from scalerepro.comm.algorithms import ALGORITHMS
+from scalerepro.comm.algorithms import check_named
 from scalerepro.errors import UserError
 from scalerepro.sim.platforms import NETWORK
 from scalerepro.sim.scale import Projection
@@ -37,9 +37,7 @@ def load_claims(folder: Path, platforms: Iterable[str]) -> list[dict[str, Any]]:
             raise UserError(f"{where}: lacks key {missing[0]!r}")
         if c["platform"] not in known:
             raise UserError(f"{where}: platform {c['platform']!r} is not one of {', '.join(sorted(known))}")
-        for key in ("algorithm", "over"):
-            if key in c and c[key] not in ALGORITHMS:
-                raise UserError(f"{where}: {key} {c[key]!r} is not an algorithm; known: {', '.join(ALGORITHMS)}")
+        check_named(c, f"{where}: ")
         if c["metric"] not in METRICS:
             raise UserError(f"{where}: metric {c['metric']!r}; choose from {', '.join(METRICS)}")
         if c["metric"] in RATIOS and not c.get("over"):

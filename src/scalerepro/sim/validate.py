@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from scalerepro import sources
-from scalerepro.comm.algorithms import ALGORITHMS
+from scalerepro.comm.algorithms import ALGORITHMS, check_named
 from scalerepro.comm.benchfile import ran
 from scalerepro.comm.costfit import fit_machine, regime
 from scalerepro.errors import UserError
@@ -170,8 +170,7 @@ def load_measurements(path: Path, platforms: dict[str, Platform]) -> list[dict[s
         m["cite"] = registry.fact(m["source"], f"{where} ({m['id']})").cite()
         if m["platform"] not in platforms:
             raise UserError(f"{where}: platform {m['platform']!r} is not in {path}; known: {', '.join(platforms)}")
-        if m["algorithm"] not in ALGORITHMS:
-            raise UserError(f"{where}: algorithm {m['algorithm']!r}; known: {', '.join(sorted(ALGORITHMS))}")
+        check_named(m, f"{where}: ", ("algorithm",))
         if m["dtype"] not in ITEMSIZE:
             raise UserError(f"{where}: dtype {m['dtype']!r}; choose from {', '.join(ITEMSIZE)}")
         times = m["time_us"]

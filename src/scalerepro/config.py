@@ -189,6 +189,7 @@ class CommConfig:
     executor: str
     tuning: str
     dim_algorithms: tuple[str, ...]
+    tree_arity: int
 
     def params(self) -> Any:
         """The CommParams the algorithms take."""
@@ -202,6 +203,7 @@ class CommConfig:
             self.executor,
             self.tuning,
             tuple(self.dim_algorithms),
+            self.tree_arity,
         )
 
 

@@ -4,6 +4,7 @@ Every rank must end with the same bits, within float tolerance of a float64 refe
 (integer data would hide ranks that sum in different orders: integer sums are exact in any order).
 
 argv: [algorithms (comma-separated, default all)] [extra sizes (comma-separated)] [executors (default mpi,torch)]
+[comm.colors (default 3)]
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ cpu = names("cpu")
 algos = sys.argv[1].split(",") if len(sys.argv) > 1 and sys.argv[1] else cpu
 extra = [int(s) for s in sys.argv[2].split(",")] if len(sys.argv) > 2 and sys.argv[2] else []
 executors = sys.argv[3].split(",") if len(sys.argv) > 3 and sys.argv[3] else ["mpi", "torch"]
+colors = int(sys.argv[4]) if len(sys.argv) > 4 else 3
 sizes = sorted({0, 1, max(1, p - 1), p, p + 1, 7, 31, 97, 1000, 65537, 300_007, 1 << 20, *extra})
 failures: list[str] = []
 
@@ -36,7 +38,7 @@ def check(label: str, got: np.ndarray, data: np.ndarray) -> None:
 
 for executor in executors:
     # small chunks so the pipelined algorithms really cut buffers into many chunks (lanes)
-    with Context(comm, CommParams(timeout_s=120, colors=3, chunk_bytes=65536, executor=executor)) as ctx:
+    with Context(comm, CommParams(timeout_s=120, colors=colors, chunk_bytes=65536, executor=executor)) as ctx:
         for algo in algos:
             pinned = ALGORITHMS[algo].executor if algo in ALGORITHMS else None
             if pinned is not None and pinned != executor and executor != executors[0]:

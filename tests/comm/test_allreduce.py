@@ -33,6 +33,15 @@ def test_every_algorithm_sums_exactly_with_same_bits(run_mpi, ranks):
 
 
 @pytest.mark.mpi
+@pytest.mark.parametrize("ranks", [3, 5, 7])
+@pytest.mark.parametrize("colors", [2, 3])
+def test_colored_trees_sum_random_floats_to_the_same_bits(run_mpi, ranks, colors):
+    """multicolor's trees (and dbtree's) with 2 and 3 colors, pipelined in 64 KiB chunks, on both executors."""
+    proc = run_mpi(ranks, [CHECK, "multicolor,dbtree", "", "mpi,torch", str(colors)], timeout=600)
+    assert f"OK {ranks} ranks: multicolor, dbtree on mpi, torch" in proc.stdout
+
+
+@pytest.mark.mpi
 @pytest.mark.parametrize("ranks", [2, 3, 4])
 def test_ring_reduce_blocks_pair_up_across_uneven_chunks(run_mpi, ranks):
     """Chunks just over and at whole multiples of the 1 MiB reduce block, float32 and float64."""
@@ -200,14 +209,17 @@ def test_bad_params_name_the_key():
 
     with pytest.raises(UserError, match="comm.colors"):
         CommParams(colors=0)
+    with pytest.raises(UserError, match="comm.tree_arity=0: must be >= 1"):
+        CommParams(tree_arity=0)
     with pytest.raises(UserError, match="comm.timeout_s"):
         CommParams(timeout_s=0)
     with pytest.raises(UserError, match="comm.executor='nccl': choose one of auto, mpi, torch"):
         CommParams(executor="nccl")
 
 
-def test_multicolor_orders_differ_and_plan_scales():
-    from scalerepro.comm.multicolor import MIN_COLOR_BYTES, orders, plan
+def test_multicolor_ring_orders_differ_and_plan_scales():
+    from scalerepro.comm.multicolor import MIN_COLOR_BYTES
+    from scalerepro.comm.multicolor_ring import orders, plan
 
     o = orders(5, 4)
     assert len(set(o)) == 4
@@ -255,6 +267,7 @@ def test_bench_cli_writes_checked_json(run_mpi, tmp_path):
         "dim_algorithms": [],
         "executor": "auto",
         "tuning": "",
+        "tree_arity": 2,
     }
     assert {r["algorithm"] for r in record["rows"]} == {"native", "ring"}
     assert [r["bytes"] for r in record["rows"] if r["algorithm"] == "ring"] == sizes(8, 4096)

@@ -44,7 +44,7 @@ def test_fixed_rule():
     assert rule(8, 2, "cpu") == "ring"
     assert rule(1 << 30, 2, "cpu") == "ring"
     assert rule(8192, 4, "cpu") == "rabenseifner"
-    assert rule(64 << 20, 4, "cpu") == "multicolor"
+    assert rule(64 << 20, 4, "cpu") == "multicolor-ring"
     assert rule(8, 4, "cuda") == "nccl"
 
 
@@ -71,11 +71,11 @@ def test_rows_that_ran_as_another_algorithm_count_for_it(tmp_path):
     sizes = [1 << k for k in range(3, 12)]
     curves = {
         "ring": dict.fromkeys(sizes, 50.0),
-        "multicolor": dict.fromkeys(sizes, 10.0),
+        "multicolor-ring": dict.fromkeys(sizes, 10.0),
         "native": dict.fromkeys(sizes, 30.0),
     }
-    tuner = Tuner.load(bench_json(tmp_path / "b.json", 2, curves, schedule_as={"multicolor": "ring"}))
-    assert tuner.choose(256, 2, "cpu") == "ring"  # multicolor on 2 ranks is the ring: its fast loop was the ring's
+    tuner = Tuner.load(bench_json(tmp_path / "b.json", 2, curves, schedule_as={"multicolor-ring": "ring"}))
+    assert tuner.choose(256, 2, "cpu") == "ring"  # multicolor-ring on 2 ranks is the ring: its fast loop was the ring's
 
 
 def test_other_rank_counts_use_the_fitted_schedule_costs(tmp_path):

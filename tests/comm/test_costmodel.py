@@ -14,7 +14,7 @@ from scalerepro.comm.costterms import terms
 from scalerepro.comm.schedule import Spec
 from scalerepro.errors import UserError
 
-SCHEDULED = ["ring", "multicolor", "torus2d", "multiring", "rabenseifner"]
+SCHEDULED = ["ring", "multicolor", "multicolor-ring", "torus2d", "multiring", "rabenseifner"]
 
 
 def synthetic_rows(algo, alpha, beta, gamma):
@@ -52,7 +52,7 @@ def test_projections_differ_wherever_the_schedules_do(kind, rails):
     if kind == "torus2d":
         assert ms["torus2d"] < ms["ring"]  # both dimensions' links at once, and sqrt(p)-long rings
     if rails == 2:
-        assert ms["multicolor"] < ms["ring"]  # the colors' inter-node hops use both rails
+        assert ms["multicolor-ring"] < ms["ring"]  # the colors' inter-node hops use both rails
 
 
 @pytest.mark.parametrize("algo", ["ring", "rabenseifner", "torus2d", "native"])
@@ -73,7 +73,7 @@ def test_fit_needs_points_and_known_algorithm():
 
 def test_projection_where_colors_and_topology_pay():
     ring = fit("ring", synthetic_rows("ring", 5e-6, 1e-9, 3e-10), 3e-10)
-    color = fit("multicolor", synthetic_rows("multicolor", 5e-6, 1e-9, 3e-10), 3e-10)
+    color = fit("multicolor-ring", synthetic_rows("multicolor-ring", 5e-6, 1e-9, 3e-10), 3e-10)
     one, two = Topology("fattree", rails=1, intra_GBps=150), Topology("fattree", rails=2, intra_GBps=150)
     n = 102e6
     assert project_time(color, one, n, 256) == pytest.approx(project_time(ring, one, n, 256))  # one adapter: no gain

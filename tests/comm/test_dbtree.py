@@ -20,7 +20,8 @@ def test_both_trees_span_every_rank_once_from_one_root(p):
             assert len(children) <= 2
             assert all(links[c][0] == r for c in children), (which, r)
             assert parent is None or r in links[parent][1], (which, r)
-        assert dbtree.height(p, which) <= math.ceil(math.log2(p)) if p > 1 else dbtree.height(p, which) == 0
+        height = dbtree.pair(p)[which].height
+        assert height <= math.ceil(math.log2(p)) if p > 1 else height == 0
 
 
 @pytest.mark.parametrize("p", range(3, 70))
@@ -46,10 +47,13 @@ def test_its_latency_is_twice_the_trees_height(p, nodes):
     """2 lg p stages up and down (the halves' trees run at once), against the ring's 2(p-1)."""
     spec = Spec(p, 0, 1 << 20, nodes=nodes)
     a, _, _ = costterms.terms("dbtree", spec)
-    assert a == 2 * max(dbtree.height(p, 0), dbtree.height(p, 1)) == 2 * math.ceil(math.log2(p))
+    assert a == 2 * max(t.height for t in dbtree.pair(p)) == 2 * math.ceil(math.log2(p))
     assert a < costterms.terms("ring", spec)[0] or p <= 2
 
 
-def test_it_records_its_two_trees():
-    assert dbtree.schedule(Spec(4, 0, 100)).info == {"trees": 2}
+def test_it_records_its_two_trees_and_pipelines_their_chunks():
+    sched = dbtree.schedule(Spec(4, 0, 1 << 20, chunk_bytes=1 << 20))
+    assert sched.info["trees"] == 2
+    assert sched.info["chunks"] == [8, 8]  # 2 MiB a tree: 1 MiB chunks would be 2, but a height of 2 wants 8
+    assert sched.follows == (-1, *range(7), -1, *range(8, 15))
     assert dbtree.schedule(Spec(1, 0, 100)).lanes == ()

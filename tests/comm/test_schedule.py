@@ -85,10 +85,10 @@ def test_lanes_in_lockstep_finish_too(algo):
 @pytest.mark.parametrize(
     ("algo", "p", "nodes", "recorded"),
     [
-        ("multicolor", 2, (), "ring"),
-        ("torus2d", 7, (), "multicolor"),
+        ("multicolor-ring", 2, (), "ring"),
+        ("torus2d", 7, (), "multicolor-ring"),
         ("torus2d-3phase", 5, (), "ring"),
-        ("torus2d-4link", 7, (), "multicolor"),
+        ("torus2d-4link", 7, (), "multicolor-ring"),
         ("multiring", 5, (), "ring"),
         ("hierarchical", 4, (), "ring"),
     ],
@@ -147,9 +147,11 @@ def test_torus2d_4link_takes_about_half_torus2ds_stages_and_link_bytes():
 def test_schedules_record_their_shape():
     spec = Spec(8, 3, 1 << 20, colors=2, nodes=(0, 0, 0, 0, 1, 1, 1, 1))
     assert ALGORITHMS["torus2d"].schedule(spec).info["grid"] == [4, 2]  # X = ranks per node
-    info = ALGORITHMS["multicolor"].schedule(spec).info
+    info = ALGORITHMS["multicolor-ring"].schedule(spec).info
     assert info["colors"] == 2
     assert info["orders"][1] == list(reversed(info["orders"][0]))
+    info = ALGORITHMS["multicolor"].schedule(spec).info
+    assert (info["colors"], info["arity"], info["roots"]) == (2, 2, [0, 5])  # color 1 enters its root node at rank 1
     assert ALGORITHMS["multiring"].schedule(spec).info["grid"] == [4, 2]
 
 

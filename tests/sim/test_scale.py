@@ -46,7 +46,7 @@ def fake_rows(found, per_byte=1e-9, base=1e-3, ring_factor=2):
 
 
 def test_only_the_smallest_and_largest_bucket_of_each_type_are_simulated_on_each_corner():
-    found = points(PLAT, ["ring"], [8], ["float32", "bfloat16"], 25.0, 2)
+    found = points(PLAT, ["ring"], [8], ["float32", "bfloat16"], 25.0, {"colors": 2})
     sizes = set(simulated_sizes("float32", 25.0)) | set(simulated_sizes("bfloat16", 25.0))
     assert {p.nbytes for p in found} == sizes
     assert {p.platform.variant for p in found} == {"", "slow network", "fast network"}
@@ -66,7 +66,7 @@ def test_interpolation_is_exact_at_simulated_sizes_and_linear_between():
 
 
 def test_steps_carry_the_timeline_and_a_band_over_every_range():
-    rows = fake_rows(points(PLAT, ["ring"], [8], ["float32"], 25.0, 2))
+    rows = fake_rows(points(PLAT, ["ring"], [8], ["float32"], 25.0, {"colors": 2}))
     (row,) = steps(Projection(rows, PLAT, 25.0, 32))
     whole = 32 / 100.0  # the single-node rate times the whole step: the optimizer comes out of it
     assert row["compute_s"] + row["optimizer_s"] == pytest.approx(whole)
@@ -127,7 +127,7 @@ def test_a_ratio_with_nothing_published_says_whether_the_band_separates_the_two(
 
 
 def test_claims_are_judged_on_their_band_and_name_the_assumption_when_outside():
-    rows = fake_rows(points(PLAT, ["ring", "torus2d"], [8], ["float32"], 25.0, 2))
+    rows = fake_rows(points(PLAT, ["ring", "torus2d"], [8], ["float32"], 25.0, {"colors": 2}))
     proj = {"x": Projection(rows, PLAT, 25.0, 32)}
     far = claim(published=0.10)
     ratio = claim(id="b", metric="step_speedup_over", over="ring", published=None)
@@ -144,7 +144,7 @@ def test_claims_are_judged_on_their_band_and_name_the_assumption_when_outside():
 
 def test_a_ratio_band_is_the_outer_bound_and_separates_what_no_setting_confuses():
     ratio = claim(id="b", metric="speedup_over", over="ring", published=None)
-    rows = fake_rows(points(PLAT, ["ring", "torus2d"], [8], ["float32"], 25.0, 2), ring_factor=20)
+    rows = fake_rows(points(PLAT, ["ring", "torus2d"], [8], ["float32"], 25.0, {"colors": 2}), ring_factor=20)
     (row,) = judged([ratio], {"x": Projection(rows, PLAT, 25.0, 32)})
     # outer bound: the ring's fastest all-reduce over torus2d's slowest (the slow corner, twice as slow)
     assert row["simulated_low"] == pytest.approx(row["simulated"] / 2, rel=0.05)
@@ -153,7 +153,7 @@ def test_a_ratio_band_is_the_outer_bound_and_separates_what_no_setting_confuses(
 
 
 def test_sensitivity_moves_each_ranged_number_alone():
-    rows = fake_rows(points(PLAT, ["torus2d"], [8], ["float32"], 25.0, 2, sensitivity=True))
+    rows = fake_rows(points(PLAT, ["torus2d"], [8], ["float32"], 25.0, {"colors": 2}, sensitivity=True))
     table = {r["assumption"]: r for r in sensitivity([claim()], {"x": Projection(rows, PLAT, 25.0, 32)})}
     assert set(table) == {"link_GBps", "images_per_s_per_accelerator", "overlap"}
     rate = table["images_per_s_per_accelerator"]

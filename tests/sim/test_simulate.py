@@ -66,7 +66,7 @@ def test_simulation_and_cost_model_agree_on_the_reduction(algo, p, reduction):
     assert got == pytest.approx(want, rel=0.02)
 
 
-@pytest.mark.parametrize(("algo", "p"), [("multicolor", 4), ("rabenseifner", 4), ("torus2d", 4), ("multiring", 6)])
+@pytest.mark.parametrize(("algo", "p"), [("multicolor-ring", 4), ("rabenseifner", 4), ("torus2d", 4), ("multiring", 6)])
 def test_simulation_and_cost_model_agree_on_one_node(algo, p):
     """Same schedules, same links: the simulator and the closed-form profile give the same time (gamma 0)."""
     plat = one_node(p, 5.0, 10.0, 0.0)
@@ -84,17 +84,52 @@ def test_torus2d_beats_the_ring_on_a_torus_at_64_ranks():
     assert torus2d < 0.6 * ring
 
 
-def test_a_second_adapter_per_node_serves_multicolor_not_the_ring():
+@pytest.mark.parametrize("colored", ["multicolor", "multicolor-ring"])
+def test_a_second_adapter_per_node_serves_the_colors_not_the_ring(colored):
     """8 ranks on 2 nodes of 4: each ring crosses between nodes once per direction, so one adapter is enough for
-    one ring, while multicolor's two rings cross on two different local ranks and use an adapter each."""
+    one ring, while two colors (trees or rings) cross on two different local ranks and use an adapter each."""
 
     def plat(nics: int) -> Platform:
         return Platform("two", "fattree", 8, 1.0, 0.0, 0.0, ranks_per_node=4, intra_GBps=1000.0, nics_per_node=nics)
 
-    rows = simulate([Point(a, 8, 8 << 20, plat(n)) for a in ("ring", "multicolor") for n in (1, 2)])
+    rows = simulate([Point(a, 8, 8 << 20, plat(n)) for a in ("ring", colored) for n in (1, 2)])
     ring1, ring2, mc1, mc2 = (r["simulated_s"] for r in rows)
     assert ring2 == pytest.approx(ring1, rel=1e-6)
     assert mc2 < 0.75 * mc1
+
+
+def test_a_pipelined_tree_of_two_ranks_takes_its_chunks_plus_one_chunk_times():
+    """Rank 1 sends each chunk up, rank 0 sends it back down: with c chunks in order that is c + 1 chunk times
+    (latency included), where chunks sharing the links at once would take 2 whole-buffer times."""
+    alpha, link, nbytes = 5e-6, 10.0, 1 << 22
+    plat = one_node(2, alpha * 1e6, link, 0.0)
+    piped = simulate([Point("multicolor", 2, nbytes, plat, colors=1, chunk_bytes=1 << 20)])[0]["simulated_s"]
+    chunks = 4 * 1  # FILL chunks per level, one level; 1 MiB each
+    assert piped == pytest.approx((chunks + 1) * (alpha + nbytes / chunks / (link * 1e9)), rel=1e-3)
+
+
+def test_pipelined_trees_overlap_their_levels_where_the_uncut_ones_cannot():
+    """Both colors of 16 ranks on 4 nodes: pipelined in chunks, in order, at most half the time of the trees
+    with each part in one piece (every level waits for the whole part)."""
+    plat = Platform("four", "fattree", 16, 12.5, 5.0, 4e-12, ranks_per_node=4, intra_GBps=40.0, nics_per_node=2)
+    rows = simulate([Point("multicolor", 16, 26 << 20, plat, chunk_bytes=c) for c in (0, 1 << 62)])
+    piped, uncut = (r["simulated_s"] for r in rows)
+    assert piped < 0.5 * uncut
+
+
+def test_colored_trees_on_kumars_cluster_carry_what_two_colors_promise():
+    """kumar-minsky as described, 64 ranks (16 nodes), 25 MiB of float32: two colors at least 1.3x one color's bus
+    bandwidth and 0.85x the ring's; at 256 KiB the trees' 2 x 7 stages finish before the ring's 126."""
+    from scalerepro.sim.platforms import load_platforms
+
+    plat = load_platforms(REPO / "config" / "platforms.yaml")["kumar-minsky"]
+    big, small = 25 << 20, 256 << 10
+    points = [Point("multicolor", 64, big, plat), Point("multicolor", 64, big, plat, colors=1)]
+    points += [Point("ring", 64, big, plat), Point("multicolor", 64, small, plat), Point("ring", 64, small, plat)]
+    two, one, ring, trees_small, ring_small = (r for r in simulate(points, jobs=2))
+    assert two["busbw_GBps"] >= 1.3 * one["busbw_GBps"]
+    assert two["busbw_GBps"] >= 0.85 * ring["busbw_GBps"]
+    assert trees_small["simulated_s"] < ring_small["simulated_s"]
 
 
 def test_points_that_do_not_fit_name_the_platform():

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from scalerepro.sim import enabled as simulation_enabled
+from scalerepro.sim.engine import SHAPE_KEYS
 
 DATASET = str(CFG.dataset.path)
 SPLITS = ["train", "val"]

@@ -33,7 +33,7 @@ rule simulate_scale:
     threads: 2
     params:
         out=lambda w, output: Path(output[0]).parent,
-        cfg=sections("simulate", "comm.colors", "train.bucket_mib"),
+        cfg=sections("simulate", *(f"comm.{k}" for k in SHAPE_KEYS), "train.bucket_mib"),
         papers=lambda w, input: Path(input.papers[0]).parent,
     shell:
         "scalerepro simulate-scale --config-json {params.cfg:q} --platforms {input.platforms}"

@@ -20,7 +20,7 @@ from scalerepro.cli.simulation import (
 from scalerepro.comm.algorithms import get
 from scalerepro.comm.costprojection import RESNET50_GRADIENT_BYTES
 from scalerepro.errors import UserError
-from scalerepro.sim.engine import Point, load_simgrid
+from scalerepro.sim.engine import Point, load_simgrid, shape_of
 
 DESCRIPTION = (
     "Runs every rank's schedule (the same one the executors run) in SimGrid on a "
@@ -51,10 +51,10 @@ def command(args: argparse.Namespace) -> None:
     for algo in algos:
         if get(algo) is None:
             raise UserError("simulate --algos auto: auto picks per size on a measured machine; name the algorithms")
-    colors = load_config(args).comm.colors
+    shape = shape_of(load_config(args).comm)
     platforms = chosen_platforms(args, [n for n in args.platform.split(",") if n])
     points = [
-        Point(algo, p, n, plat, colors)
+        Point(algo, p, n, plat, **shape)
         for plat in platforms
         for p in int_list(args.ranks, "--ranks")
         for n in int_list(args.bytes, "--bytes")
@@ -64,7 +64,7 @@ def command(args: argparse.Namespace) -> None:
     write_tables(
         Path(args.out),
         {"simulation": rows},
-        {"platforms": [p.as_dict() for p in platforms], "colors": colors, "skipped": skipped},
+        {"platforms": [p.as_dict() for p in platforms], **shape, "skipped": skipped},
         "simulation.json",
     )
     print(

@@ -23,7 +23,7 @@ from scalerepro.cli.simulation import (
 from scalerepro.sim import claims as published
 from scalerepro.sim import platforms as described
 from scalerepro.sim import scale
-from scalerepro.sim.engine import load_simgrid
+from scalerepro.sim.engine import load_simgrid, shape_of
 
 DESCRIPTION = (
     "Simulates ResNet-50's gradient buckets (as training cuts them) for every "
@@ -94,7 +94,7 @@ def command(args: argparse.Namespace) -> None:
     """ResNet-50's gradient buckets on every platform and algorithm; projected steps with bands; claims judged."""
     load_simgrid()
     cfg = load_config(args)
-    sim, bucket_mib, colors = cfg.simulate, cfg.train.bucket_mib, cfg.comm.colors
+    sim, bucket_mib, shape = cfg.simulate, cfg.train.bucket_mib, shape_of(cfg.comm)
     platforms = chosen_platforms(args, sim.platforms)
     if list(sim.platforms) == ["all"]:  # the clusters kept to check the simulator against carry no ResNet-50 rate
         platforms = [p for p in platforms if p.images_per_s_per_accelerator]
@@ -109,11 +109,11 @@ def command(args: argparse.Namespace) -> None:
                 [p for p in sim.ranks if plat.holds(p)],
                 list(sim.dtypes),
                 bucket_mib,
-                colors,
+                shape,
                 sim.corners,
             )
         ]
-        + scale.claim_points(claims, platforms, bucket_mib, colors, sim.claims_max_ranks, sim.sensitivity)
+        + scale.claim_points(claims, platforms, bucket_mib, shape, sim.claims_max_ranks, sim.sensitivity)
     )
     rows, skipped = simulate_points(points, "simulate-scale", args.jobs)
     projections = {p.name: scale.Projection(rows, p, bucket_mib, sim.batch_per_rank) for p in platforms}
@@ -131,7 +131,7 @@ def command(args: argparse.Namespace) -> None:
             "platforms": [p.as_dict() for p in platforms],
             "bucket_mib": bucket_mib,
             "batch_per_rank": sim.batch_per_rank,
-            "colors": colors,
+            **shape,
             "corners": sim.corners,
             "sensitivity": sim.sensitivity,
             "skipped": skipped,

@@ -59,8 +59,8 @@ def write_tables(out: Path, tables: dict[str, list[dict[str, Any]]], record: dic
 
 
 def platform_args(s: argparse.ArgumentParser, default: str | None) -> None:
-    """--platform (``default`` None: it sets simulate.platforms), --platforms, --bench and --colors, shared by the
-    simulate commands."""
+    """--platform (``default`` None: it sets simulate.platforms), --platforms, --bench, --colors and --tree-arity,
+    shared by the simulate commands."""
     what = "platform names of --platforms, `all`, or this-machine (fitted from --bench)"
     if default is None:
         setting(s, "--platform", "simulate.platforms", what, listed=True)
@@ -73,7 +73,8 @@ def platform_args(s: argparse.ArgumentParser, default: str | None) -> None:
         help="platform descriptions (default config/platforms.yaml)",
     )
     s.add_argument("--bench", nargs="*", default=[], metavar="GLOB", help="bench JSONs to fit this-machine from")
-    setting(s, "--colors", "comm.colors", "multicolor colors, at least 1", type=at_least(1))
+    setting(s, "--colors", "comm.colors", "colors of multicolor and multicolor-ring, at least 1", type=at_least(1))
+    setting(s, "--tree-arity", "comm.tree_arity", "children per node of multicolor's trees, at least 1", type=at_least(1))
     jobs_arg(s)
 
 

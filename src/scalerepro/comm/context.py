@@ -37,11 +37,12 @@ class CommParams:
 
     timeout_s: float = 300.0
     colors: int = 2
-    chunk_bytes: int = 0  # 0: the executor's own (mpi_executor.CHUNK_BYTES, torch_executor.CHUNK_BYTES)
+    chunk_bytes: int = 0  # 0: the executor's own (schedule.EXECUTOR_CHUNK_BYTES)
     grid: tuple[int, ...] = ()
     executor: str = "auto"
     tuning: str = ""
     dim_algorithms: tuple[str, ...] = ()  # multiring: per grid dimension, "ring" or "library"
+    tree_arity: int = 2  # multicolor: children per tree node
 
     def __post_init__(self) -> None:
         """Check ranges; errors name the key."""
@@ -51,6 +52,8 @@ class CommParams:
             raise UserError(f"comm.timeout_s={self.timeout_s}: must be > 0 seconds")
         if self.colors < 1:
             raise UserError(f"comm.colors={self.colors}: must be >= 1")
+        if self.tree_arity < 1:
+            raise UserError(f"comm.tree_arity={self.tree_arity}: must be >= 1")
         if self.chunk_bytes and self.chunk_bytes < 4:
             raise UserError(f"comm.chunk_bytes={self.chunk_bytes}: must be >= 4, or 0 for the executor's default")
         if any(d < 1 for d in self.grid):

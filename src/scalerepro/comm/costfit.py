@@ -29,8 +29,8 @@ import numpy as np
 
 from scalerepro.comm.algorithms import ALGORITHMS
 from scalerepro.comm.benchfile import ran
-from scalerepro.comm.costterms import UNPIPELINED, terms
-from scalerepro.comm.schedule import Spec
+from scalerepro.comm.costterms import terms
+from scalerepro.comm.schedule import UNCUT, Spec
 from scalerepro.errors import UserError
 
 REGIMES = ("dedicated", "unknown", "oversubscribed")  # the projection's order of preference
@@ -87,10 +87,11 @@ def row_spec(row: Mapping[str, Any]) -> Spec:
         int(row["bytes"]) // itemsize,
         itemsize,
         int(comm.get("colors", 2)),
-        UNPIPELINED,
+        UNCUT,
         tuple(comm.get("grid") or ()),
         tuple(row.get("nodes") or ()),
         tuple(comm.get("dim_algorithms") or ()),
+        tree_arity=int(comm.get("tree_arity", 2)),
     )
 
 

@@ -20,9 +20,9 @@ from typing import Any
 
 from scalerepro.comm.algorithms import on_grid
 from scalerepro.comm.costfit import Fit
-from scalerepro.comm.costterms import REDUCTIONS, UNPIPELINED, Network, Profile, modelled_as, profile, schedules
+from scalerepro.comm.costterms import REDUCTIONS, Network, Profile, modelled_as, profile, schedules
 from scalerepro.comm.placement import Placement
-from scalerepro.comm.schedule import Spec
+from scalerepro.comm.schedule import UNCUT, Spec
 from scalerepro.comm.shapes import squarest
 from scalerepro.errors import UserError
 
@@ -71,9 +71,9 @@ class Topology:
         """The schedule spec of ``algo`` on p ranks here: nodes of ranks_per_node, or the torus as the grid."""
         if self.kind == "torus2d":
             grid = squarest(p) if on_grid(algo, 2) else ()
-            return Spec(p, 0, count, 4, colors, UNPIPELINED, grid)
+            return Spec(p, 0, count, 4, colors, UNCUT, grid)
         g = min(self.ranks_per_node, p)
-        return Spec(p, 0, count, 4, colors, UNPIPELINED, (), tuple(r // g for r in range(p)))
+        return Spec(p, 0, count, 4, colors, UNCUT, (), tuple(r // g for r in range(p)))
 
     def profile(self, algo: str, p: int, n: float, colors: int) -> Profile:
         """The profile of one all-reduce of n bytes (float32) of ``algo`` on p ranks here."""

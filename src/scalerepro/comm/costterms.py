@@ -38,10 +38,9 @@ import numpy as np
 from scalerepro.comm import rabenseifner, ring
 from scalerepro.comm.algorithms import ALGORITHMS
 from scalerepro.comm.placement import ONE_NODE, Placement, on_node, rail_routes, torus_routes
-from scalerepro.comm.schedule import AllReduce, Recv, Schedule, Send, Spec, Stage
+from scalerepro.comm.schedule import UNCUT, AllReduce, Recv, Schedule, Send, Spec, Stage
 from scalerepro.errors import UserError
 
-UNPIPELINED = 1 << 62  # chunk_bytes for modelling: pipeline chunks only split a stage's bytes, so leave them out
 LIBRARY_MODEL = {"mpi": rabenseifner, "torch": ring}  # what a library collective is modelled as, per executor
 # when a rank sums what a stage brought: once it has all arrived (this project's executors), or as it streams in
 REDUCTIONS = ("after", "streamed")
@@ -121,6 +120,8 @@ def _expand(schedule: Schedule, spec: Spec, rank: int, model: Callable[[Spec], S
     """
     if not any(isinstance(s, AllReduce) for s in schedule.steps()):
         return schedule
+    if schedule.follows:
+        raise ValueError("a schedule with pipelined lanes holds no library collective (none is modelled)")
     lanes: list[tuple[Stage, ...]] = []
     for lane in schedule.lanes:
         stages: list[Stage] = []
@@ -233,7 +234,7 @@ def _max_per_stage(stage: np.ndarray, key: np.ndarray, amount: np.ndarray, depth
 
 def terms(algo: str, spec: Spec, executor: str = "mpi") -> tuple[float, float, float]:
     """(A, B, G): stages, per-stage maximum bytes a rank sends, per-stage maximum bytes it reduces, summed."""
-    prof = profile(schedules(algo, replace(spec, chunk_bytes=UNPIPELINED), executor), spec.p, spec.itemsize)
+    prof = profile(schedules(algo, replace(spec, chunk_bytes=UNCUT), executor), spec.p, spec.itemsize)
     return float(prof.busy.sum()), float(prof.intra.sum()), float(prof.reduced.sum())
 
 

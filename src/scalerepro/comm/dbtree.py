@@ -1,45 +1,45 @@
 """``dbtree``: NCCL's double binary tree all-reduce, over point-to-point messages.
 
 The trees are laid out as NCCL's ``src/graph/trees.cc`` lays them
-(``ncclGetBtree``, ``ncclGetDtree``). Two-tree all-reduce goes back to
-Sanders, Speck and Träff 2009; the project holds no copy of that paper,
-and nothing here rests on it.
+(``ncclGetBtree``, ``ncclGetDtree``; ``nccl-trees#btree``,
+``nccl-trees#dtree``), here over all p ranks (NCCL lays them over the
+nodes, ``nccl-connect#trees-over-nodes``; ``multicolor`` does that). The
+two-tree idea is Sanders, Speck and Träff's (``sanders2009#two-trees``):
+two trees, each carrying half the data, every rank an inner node of at
+most one (``nccl-dbtree-blog#two-trees``).
 
 The buffer's two halves go each through its own binary tree of all p
-ranks: summed up it to its root, then copied down it. The second tree is
-the first mirrored (rank r as p-1-r) when p is even and shifted by one
-rank when p is odd, so a rank that is a leaf of one tree is inside the
-other (tested from 3 to 69 ranks). The first tree lays the ranks out in
-order: a rank r > 0 whose lowest set bit is b has the parent
-``(r - b) | 2b`` (``r - b`` where that is past the last rank) and the
-children ``r - b/2`` and ``r + b/2`` (the latter halved back towards r
-until it is a rank); rank 0 is the root, and its one child is the highest
-power of two below p. A tree of depth D
-takes D stages up and D down, each a stage of every rank (a rank sits out
-the stages that are not its level's), and each half is cut into pipeline
-chunks of at most ``chunk_bytes``, one lane each.
+ranks: summed up it to its root, then copied down it, pipelined in chunks
+that cross each link in order (:mod:`scalerepro.comm.trees`, the one tree
+builder). The second tree is the first mirrored (rank r as p-1-r) when p
+is even and shifted by one rank when p is odd, so a rank that is a leaf of
+one tree is inside the other (tested from 3 to 69 ranks). The first tree
+lays the ranks out in order: a rank r > 0 whose lowest set bit is b has
+the parent ``(r - b) | 2b`` (``r - b`` where that is past the last rank)
+and the children ``r - b/2`` and ``r + b/2`` (the latter halved back
+towards r until it is a rank); rank 0 is the root, and its one child is
+the highest power of two below p.
 
-Cost: 2 ceil(lg p) stages against the ring's 2(p-1). Unpipelined, a
-stage moves a whole half, so the cost model's byte terms are larger than
-the ring's (at 8 ranks B = 4n, G = 2.5n against 1.75n and 0.875n:
-``scalerepro algorithms``); pipeline chunks let the levels overlap, which
-the executors and the simulator see and the closed form does not. Each
-chunk is summed along one fixed path and then copied, so every rank ends
-with the same bits.
+Cost: 2 ceil(lg p) stages against the ring's 2(p-1). Unpipelined (the
+cost model's closed form) a stage moves a whole half, so the byte terms
+are larger than the ring's (at 8 ranks B = 4n, G = 2.5n against 1.75n and
+0.875n: ``scalerepro algorithms``); pipelined, the levels overlap, which
+the executors and the simulator run and the closed form does not.
 """
 
 from __future__ import annotations
 
 import functools
 
-from scalerepro.comm.schedule import EMPTY, Lane, Recv, Schedule, Send, Spec, Stage, chunks_for, pieces
+from scalerepro.comm import trees
+from scalerepro.comm.schedule import EMPTY, Schedule, Spec
 
 NAME = "dbtree"
 
-Tree = tuple[int | None, tuple[int, ...]]  # (parent, children) of one rank
+Links = tuple[int | None, tuple[int, ...]]  # (parent, children) of one rank
 
 
-def in_order(p: int, rank: int) -> Tree:
+def in_order(p: int, rank: int) -> Links:
     """(parent, children) of ``rank`` in the first tree: ranks in order, rank 0 the root."""
     if rank == 0:
         top = 1
@@ -61,7 +61,7 @@ def in_order(p: int, rank: int) -> Tree:
     return parent, tuple(children)
 
 
-def tree(p: int, rank: int, which: int) -> Tree:
+def tree(p: int, rank: int, which: int) -> Links:
     """(parent, children) of ``rank`` in tree ``which`` (0: in order; 1: mirrored for even p, shifted for odd)."""
     if which == 0:
         return in_order(p, rank)
@@ -74,43 +74,17 @@ def tree(p: int, rank: int, which: int) -> Tree:
     return (None if parent is None else back(parent)), tuple(back(c) for c in children)
 
 
-def depth(p: int, rank: int, which: int) -> int:
-    """How many edges lie between ``rank`` and the root of tree ``which``."""
-    d, parent = 0, tree(p, rank, which)[0]
-    while parent is not None:
-        d, parent = d + 1, tree(p, parent, which)[0]
-    return d
-
-
 @functools.cache
-def height(p: int, which: int) -> int:
-    """The depth of tree ``which`` over p ranks: its deepest rank's."""
-    return max(depth(p, r, which) for r in range(p))
-
-
-def up_and_down(p: int, rank: int, which: int, lo: int, hi: int) -> Lane:
-    """``[lo, hi)`` summed up tree ``which`` and copied down it: stage k of the 2D the same step on every rank."""
-    top = height(p, which)
-    parent, children = tree(p, rank, which)
-    level = depth(p, rank, which)
-    stages: list[Stage] = [() for _ in range(2 * top)]
-    if children:  # the children, one level deeper, send up at stage top - level - 1
-        stages[top - level - 1] = tuple(Recv(c, lo, hi, True) for c in children)
-        stages[top + level] = tuple(Send(c, lo, hi) for c in children)
-    if parent is not None:
-        stages[top - level] += (Send(parent, lo, hi, True),)
-        stages[top + level - 1] += (Recv(parent, lo, hi),)
-    return tuple(stages)
+def pair(p: int) -> tuple[trees.Tree, trees.Tree]:
+    """The two trees over p ranks, as :class:`~scalerepro.comm.trees.Tree` objects."""
+    first, second = (
+        trees.Tree(tuple(-1 if (up := tree(p, r, which)[0]) is None else up for r in range(p))) for which in (0, 1)
+    )
+    return first, second
 
 
 def schedule(spec: Spec) -> Schedule:
     """The two trees' lanes for ``spec.rank``: the first half of the buffer up and down tree 0, the second tree 1."""
-    p, n = spec.p, spec.count
-    if p == 1 or n == 0:
+    if spec.p == 1 or spec.count == 0:
         return EMPTY
-    lanes = []
-    for which, (lo, hi) in enumerate(((0, n // 2), (n // 2, n))):
-        if hi > lo:
-            for clo, chi in pieces(lo, hi, chunks_for((hi - lo) * spec.itemsize, spec.chunk_bytes)):
-                lanes.append(up_and_down(p, spec.rank, which, clo, chi))
-    return Schedule(tuple(lanes), info={"trees": 2})
+    return trees.schedule(pair(spec.p), spec, trees=2)

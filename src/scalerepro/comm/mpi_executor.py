@@ -17,7 +17,9 @@ A schedule is compiled once per (algorithm, size, parameters) into a
 * **several lanes** (multicolor, multiring, the tori): every lane posts its
   next stage non-blocking as soon as its previous one completed and was
   reduced, so pipeline chunks overlap and independent rings progress
-  concurrently. Lane i uses tag ``TAG + i``.
+  concurrently; a lane that follows another (``Schedule.follows``: a
+  tree's pipeline chunks) posts its stage k only once that one has
+  completed its stage k. Lane i uses tag ``TAG + i``.
 * **collectives** (native, hierarchical's inter-node phase): MPI_Allreduce
   on a sub-communicator per group, made once and cached in the context.
 """
@@ -36,7 +38,6 @@ from scalerepro.comm.schedule import AllReduce, Recv, Schedule, Send, Stage
 NAME = "mpi"
 TAG = 9000
 REDUCE_BLOCK_BYTES = 1 << 20
-CHUNK_BYTES = 4 << 20  # pipeline chunk (comm.chunk_bytes=0): measured best on one shared-memory node
 
 # Compiled stage kinds
 EXCHANGE, SEND, RECV, MANY, COLLECTIVE = range(5)
@@ -50,20 +51,23 @@ class MpiPlan:
     scratch: int  # elements of scratch
     offsets: tuple[int, ...]  # each lane's scratch offset (several lanes)
     direct: tuple[int, int] | None  # (peer, count) when the schedule is one whole-buffer exchange
+    stage_index: tuple[tuple[int, ...], ...] = ()  # each compiled stage's index in its lane (empty ones are dropped)
+    follows: tuple[int, ...] = ()  # the schedule's pipeline order (Schedule.follows)
 
 
 def compile_plan(schedule: Schedule, count: int, itemsize: int) -> MpiPlan:
     """Compile ``schedule`` for a buffer of ``count`` elements of ``itemsize`` bytes."""
     block = max(1, REDUCE_BLOCK_BYTES // itemsize)
     single = len(schedule.lanes) == 1
-    lanes, needs = [], []
+    lanes, needs, indices = [], [], []
     for lane in schedule.lanes:
         compiled = [_compile_stage(stage, block if single else 0) for stage in lane if stage]
         lanes.append(tuple(compiled))
+        indices.append(tuple(k for k, stage in enumerate(lane) if stage))
         needs.append(max((_scratch_of(c) for c in compiled), default=0))
     offsets = tuple(sum(needs[:i]) for i in range(len(needs)))
     scratch = max(needs, default=0) if single else sum(needs)
-    return MpiPlan(tuple(lanes), scratch, offsets, _direct(schedule, count))
+    return MpiPlan(tuple(lanes), scratch, offsets, _direct(schedule, count), tuple(indices), schedule.follows)
 
 
 def _direct(schedule: Schedule, count: int) -> tuple[int, int] | None:
@@ -205,21 +209,36 @@ def _reduce(buf: np.ndarray, tmp: np.ndarray, stage: tuple[Any, ...]) -> None:
 
 
 def _drive(plan: MpiPlan, buf: np.ndarray, scratch: np.ndarray, comm: MPI.Intracomm) -> None:
-    """Run every lane to completion; each posts its next stage as soon as its last one is reduced."""
-    at = [0] * len(plan.lanes)
-    waiting = [0] * len(plan.lanes)
+    """Run every lane to completion; each posts its next stage as soon as its last one is reduced and, if it
+    follows another lane, that one has completed the same stage."""
+    count = len(plan.lanes)
+    at = [0] * count
+    waiting = [0] * count
     pool: list[MPI.Request] = []
     owner: list[int] = []
+    followers: list[list[int]] = [[] for _ in range(count)]
+    for i, leader in enumerate(plan.follows):
+        if leader >= 0:
+            followers[leader].append(i)
+
+    def done_below(i: int) -> int:
+        """Lane i has completed every stage with a lower index than this (its next stage's index)."""
+        return plan.stage_index[i][at[i]] if at[i] < len(plan.lanes[i]) else 1 << 62
 
     def advance(i: int) -> None:
+        """Post lane i's next stage, if it has one and the lane it follows has completed that stage."""
         stages = plan.lanes[i]
-        if at[i] < len(stages):
-            reqs = _post(comm, buf, scratch[plan.offsets[i] :], stages[at[i]], TAG + i)
-            waiting[i] = len(reqs)
-            pool.extend(reqs)
-            owner.extend([i] * len(reqs))
+        if at[i] >= len(stages) or waiting[i]:
+            return
+        leader = plan.follows[i] if plan.follows else -1
+        if leader >= 0 and done_below(leader) <= plan.stage_index[i][at[i]]:
+            return
+        reqs = _post(comm, buf, scratch[plan.offsets[i] :], stages[at[i]], TAG + i)
+        waiting[i] = len(reqs)
+        pool.extend(reqs)
+        owner.extend([i] * len(reqs))
 
-    for i in range(len(plan.lanes)):
+    for i in range(count):
         advance(i)
     live = len(pool)
     while live:
@@ -232,7 +251,8 @@ def _drive(plan: MpiPlan, buf: np.ndarray, scratch: np.ndarray, comm: MPI.Intrac
             _reduce(buf, scratch[plan.offsets[i] :], plan.lanes[i][at[i]])
             at[i] += 1
             before = len(pool)
-            advance(i)
+            for j in (i, *followers[i]):
+                advance(j)
             live += len(pool) - before
         if len(pool) > 64 and live < len(pool) // 4:  # compact finished entries
             keep = [j for j, r in enumerate(pool) if r != MPI.REQUEST_NULL]

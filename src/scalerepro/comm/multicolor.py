@@ -1,89 +1,120 @@
-"""``multicolor``: the buffer split into k colors, each all-reduced around its own ring, all at once.
+"""``multicolor``: colored k-ary trees, one part of the buffer each, summed up and copied down all at once.
 
-What the held sources establish (config/sources.yaml): Kumar et al. 2017
-name a "multi-color" MPI Allreduce as one of three optimizations that cut
-communication overhead (``kumar2017#optimizations``, abstract); the
-conference version's abstract calls it an MPI optimization
-(``kumar2017-cluster#system``). How many colors, whether rings or trees,
-and how colors map to network ports are in the paper's body, which the
-project does not hold.
+What the held sources establish (config/sources.yaml):
 
-This module's version is a reconstruction from the name: color c
-all-reduces its 1/k of the buffer around a ring whose rank order differs
-from the other colors', so the colors load different links and
-directions. On one node: color 0 runs 0, 1, 2, ..., color 1 the reverse,
-further colors stride through the ranks by numbers coprime to p. On
-several nodes the rings visit the nodes in turn (odd colors backwards) and
-color pair c//2 rotates the order inside each node by c//2, so each color
-pair leaves and enters a node through different ranks (on a multi-rail
-node, different network adapters) and the colors' inter-node hops are
-spread over the nodes' ranks instead of all crossing at the same one.
-Each color's part is cut into pipeline chunks of at most
-``comm.chunk_bytes``, one lane each; all lanes progress concurrently.
+* Kumar et al. 2017 name a "multi-color" MPI Allreduce among three
+  optimizations that cut communication overhead
+  (``kumar2017#optimizations``; abstract only, nothing of its
+  construction).
+* IBM Research's MPI work for InfiniBand fat trees, on POWER8 clusters,
+  builds its MPI_Allreduce (and Bcast, Reduce) from multi-color k-ary
+  trees, with a scheme that maps the colors onto the fat tree's nodes, for
+  better use of the links than the usual algorithms
+  (``ibm-fattree2016#multicolor-trees``, ``ibm-fattree2016#machines``;
+  abstract only: no k, no number of colors, no mapping rule).
+* In IBM's own collective library a multi-color operation cuts the buffer
+  into one equal part per color and runs one schedule per color, all at
+  once (``pami-multicolor#composite``), with fewer colors when the buffer
+  is too small to fill them (``pami-multicolor#pipeline-width``).
+* Two binary trees whose inner ranks are each other's leaves carry half the
+  data each at the full bandwidth of one tree alone (Sanders, Speck and
+  Träff: ``sanders2009#two-trees``); NCCL's double binary tree is that
+  pair, every rank an inner node of at most one tree
+  (``nccl-dbtree-blog#two-trees``), laid over the nodes with a chain of
+  ranks inside each node (``nccl-connect#trees-over-nodes``).
 
-Colors and chunks only pay when there is data to spread: a color gets at
-least ``MIN_COLOR_BYTES`` (so an 8 KiB all-reduce runs as one ring). On 2
-ranks every color's ring is the same exchange with the one peer (forward
-and backward coincide, and one ring already uses both directions of the
-link), so there the all-reduce is the ring (recorded as ``as: ring``).
+What this module reconstructs from them (nothing below is stated by a
+held source for Kumar et al.'s runs):
+
+* **Colors.** ``comm.colors`` parts, part c summed up tree c to its root
+  and copied back down it; all colors at once. A color gets at least
+  ``MIN_COLOR_BYTES``, so small buffers use fewer colors (one below
+  128 KiB).
+* **Trees.** Each color's tree has arity ``comm.tree_arity`` (default 2:
+  the two-tree pair and NCCL's are binary; the IPDPS abstract gives no k).
+  The tree is a heap: the units in the color's order, unit i the parent of
+  units a*i + 1 to a*i + a. A unit is a node, or a rank when all ranks
+  share one node. Color c's order starts c x I units on, where I is the
+  number of inner units of one tree (ceil((U - 1) / a) of U), so the colors'
+  inner units are disjoint wherever colors x I <= U, always for two
+  binary trees: a unit sums for at most one color and is a leaf of the
+  others, as in the two-tree algorithm. Where they cannot be disjoint
+  (three binary trees, for one) they overlap as little as a rotation
+  allows.
+* **Mapping onto nodes.** On several nodes a color enters and leaves every
+  node through one rank, the node's (c mod g)-th of g: the tree edges
+  between nodes are edges between those ranks, so different colors cross
+  the network through different ranks' ports and adapters (adapter
+  (c mod g) mod rails). Inside a node the color runs down a chain from
+  that rank through the node's others in turn (NCCL's intra-node chain).
+  The abstract's mapping of colors to fat-tree nodes may be something
+  else; this is one reading of it.
+* **Pipelining**, as every tree here (:mod:`scalerepro.comm.trees`):
+  each color's part in chunks of at most ``comm.chunk_bytes``, at least
+  ``trees.FILL`` per level, crossing each link in order.
+
+Cost: a tree of height H takes 2H stages (ring: 2(p-1)); with a = k
+colors each rank sends and receives 2n bytes in all, the ring's volume,
+and with the colors on different adapters each adapter carries its share.
+Unpipelined (the cost model's closed form) a stage moves a whole part, so
+the closed form's byte terms are larger than the ring's; pipelined, the
+levels overlap, which the executors and the simulator run and the closed
+form does not.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import replace
+import functools
+import itertools
 
-from scalerepro.comm import ring
-from scalerepro.comm.schedule import EMPTY, Schedule, Spec, pieces, pipelined, reduced_to
+from scalerepro.comm import trees
+from scalerepro.comm.schedule import EMPTY, Schedule, Spec
 
 NAME = "multicolor"
 MIN_COLOR_BYTES = 64 * 1024  # below this per color, extra colors cost more latency than they win
 
 
-def orders(p: int, colors: int, nodes: list[tuple[int, ...]] | None = None) -> list[tuple[int, ...]]:
-    """A ring order per color (see the module docstring); ``nodes``: the ranks of each node."""
-    if nodes and len(nodes) > 1 and len(nodes[0]) > 1:
-        return [_node_order(nodes, c) for c in range(colors)]
-    strides = [s for s in range(1, p) if math.gcd(s, p) == 1]
+def colors_for(nbytes: int, colors: int) -> int:
+    """Colors used for ``nbytes``: at most ``colors``, each with at least ``MIN_COLOR_BYTES``."""
+    return max(1, min(colors, nbytes // MIN_COLOR_BYTES))
+
+
+def units(spec: Spec) -> tuple[tuple[int, ...], ...]:
+    """The units the trees are laid over: the nodes' ranks, or every rank alone when all share one node."""
+    nodes = spec.node_ranks()
+    return tuple(nodes) if len(nodes) > 1 else tuple((r,) for r in range(spec.p))
+
+
+@functools.cache
+def colored(units: tuple[tuple[int, ...], ...], colors: int, arity: int) -> tuple[trees.Tree, ...]:
+    """One tree per color over ``units`` (see the module docstring: a heap of ``arity`` in the color's rotated
+    order; inside a unit, a chain from its (c mod size)-th rank)."""
+    count = len(units)
+    p = sum(len(u) for u in units)
+    inner = -(-(count - 1) // arity)
     out = []
     for c in range(colors):
-        stride = strides[(c // 2) % len(strides)] if strides else 1
-        order = tuple((i * stride) % p for i in range(p))
-        out.append(order if c % 2 == 0 else tuple(reversed(order)))
-    return out
-
-
-def _node_order(nodes: list[tuple[int, ...]], c: int) -> tuple[int, ...]:
-    """Color c on several nodes: the nodes in turn, each node's ranks rotated by c//2; odd colors reversed."""
-    shift = c // 2
-    order = tuple(r for members in nodes for r in members[shift % len(members) :] + members[: shift % len(members)])
-    return order if c % 2 == 0 else tuple(reversed(order))
-
-
-def plan(nbytes: int, colors: int, chunk_bytes: int, p: int) -> tuple[int, int]:
-    """(colors used, chunks per color) for an all-reduce of ``nbytes`` over p ranks."""
-    if p <= 2:  # one peer: every color would be the same exchange
-        return 1, 1
-    used = max(1, min(colors, nbytes // MIN_COLOR_BYTES))
-    per_color = math.ceil(nbytes / used)
-    return used, max(1, math.ceil(per_color / chunk_bytes))
+        parent = [-1] * p
+        ports: list[int] = []
+        for i in range(count):
+            members = units[(c * inner + i) % count]
+            shift = c % len(members)
+            chain = members[shift:] + members[:shift]
+            ports.append(chain[0])
+            if i:
+                parent[chain[0]] = ports[(i - 1) // arity]
+            for up, down in itertools.pairwise(chain):
+                parent[down] = up
+        out.append(trees.Tree(tuple(parent)))
+    return tuple(out)
 
 
 def schedule(spec: Spec) -> Schedule:
-    """One lane per (color, pipeline chunk); the ring where colors cannot pay."""
+    """The colored trees' lanes for ``spec.rank``: part c of the buffer up and down tree c, pipelined."""
     if spec.p == 1 or spec.count == 0:
         return EMPTY
-    colors, chunks = plan(spec.nbytes, spec.colors, spec.chunk_bytes, spec.p)
-    if colors == chunks == 1:  # one color, one chunk: exactly the ring
-        return reduced_to(ring.schedule(spec), ring.NAME)
-    rings = orders(spec.p, colors, spec.node_ranks())
-    parts = [(part, [order]) for part, order in zip(pieces(0, spec.count, colors), rings, strict=True)]
-    return Schedule(
-        pipelined(spec.rank, parts, spec.itemsize, spec.chunk_bytes),
-        info={"colors": colors, "chunks": chunks, "orders": [list(o) for o in rings]},
-    )
-
-
-def two_directions(spec: Spec) -> Schedule:
-    """Two colors, one ring each way: what the 2-D tori are on a grid with one dimension."""
-    return schedule(replace(spec, colors=2))
+    if spec.tree_arity < 1:
+        raise ValueError(f"multicolor: tree arity {spec.tree_arity} (comm.tree_arity must be >= 1)")
+    used = colors_for(spec.nbytes, spec.colors)
+    forest = colored(units(spec), used, spec.tree_arity)
+    return trees.schedule(forest, spec, colors=used, arity=spec.tree_arity, roots=[t.parent.index(-1) for t in forest])

@@ -27,7 +27,7 @@ from mpi4py import MPI
 from scalerepro.comm import auto, gloo, mpi_executor, native, nccl, torch_executor
 from scalerepro.comm.algorithms import Selection, get, names, select
 from scalerepro.comm.context import CommParams, Context
-from scalerepro.comm.schedule import Schedule, Spec
+from scalerepro.comm.schedule import Schedule, Spec, executor_chunk
 from scalerepro.errors import UserError
 
 __all__ = ["allreduce", "as_array", "get", "library_sum", "names", "resolve", "select"]
@@ -109,19 +109,17 @@ def resolve(buf: Any, algo: Selection, ctx: Context) -> Resolved:
         picked = algo if algo.algorithm is not None else algo.pick(auto.choose(ctx, size * itemsize, device))
         assert picked.algorithm is not None  # auto picked one of the table's algorithms
         executor = picked.executor
-        chunk = (
-            ctx.params.chunk_bytes or (mpi_executor if executor == mpi_executor.NAME else torch_executor).CHUNK_BYTES
-        )
         spec = Spec(
             ctx.size,
             ctx.rank,
             size,
             itemsize,
             ctx.params.colors,
-            chunk,
+            executor_chunk(executor, ctx.params.chunk_bytes),
             ctx.params.grid,
             ctx.nodes() if ctx.size > 1 else (),
             ctx.params.dim_algorithms,
+            tree_arity=ctx.params.tree_arity,
         )
         schedule = picked.algorithm.schedule(spec)
         return Resolved(picked.name, executor, schedule, executor == mpi_executor.NAME and device != "cpu")

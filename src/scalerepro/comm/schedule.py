@@ -15,7 +15,14 @@ elements, as *lanes* of *stages* of *steps*:
   multicolor, the halves of torus2d, the pipeline chunks), and lane ``i``
   of one rank talks only to lane ``i`` of another, so executors may run
   lanes in lockstep (torch.distributed, the cost model) or let each run
-  ahead (the MPI executor).
+  ahead (the MPI executor);
+* except where a schedule orders them (``Schedule.follows``): a lane that
+  follows another enters its stage k only once that one has left its
+  stage k, on the same rank. That is a pipeline: the chunks of a tree's
+  part cross each link one after another, so one level of the tree works
+  on chunk j while the next works on chunk j - 1, instead of every chunk
+  crossing every level at once and sharing its links. Every executor and
+  the simulator keep this order; lanes without it may run in any order.
 
 A message appears twice, as a ``Send`` on one rank and a ``Recv`` on its
 peer, with the same length and ``reduce`` flag (the MPI executor cuts
@@ -89,6 +96,7 @@ class Spec:
     nodes: tuple[int, ...] = ()
     dim_algorithms: tuple[str, ...] = ()  # multiring: per grid dimension, "ring" or "library" (default ring)
     rails: int = 1
+    tree_arity: int = 2  # multicolor: children per tree node
 
     @property
     def nbytes(self) -> int:
@@ -113,12 +121,30 @@ class Schedule:
 
     ``info`` records the shape actually used (``as`` when the algorithm
     reduces to another at this size or rank count, colors, orders, grid,
-    chunks); bench rows and run records carry it.
+    chunks); bench rows and run records carry it. ``follows`` orders lanes
+    into pipelines: per lane, the lane whose stage k must end before its
+    own stage k starts, or -1 (empty: no lane follows another).
     """
 
     lanes: tuple[Lane, ...]
     groups: tuple[tuple[str, tuple[tuple[int, ...], ...]], ...] = ()
     info: dict[str, Any] = field(default_factory=dict, compare=False)
+    follows: tuple[int, ...] = ()
+
+    def after(self, lane: int) -> int:
+        """The lane ``lane`` follows in a pipeline (-1: none)."""
+        return self.follows[lane] if self.follows else -1
+
+    def lags(self) -> tuple[int, ...]:
+        """Per lane, how many lanes it follows in turn: where its pipeline runs lanes stage by stage together, lane i
+        runs its stage k in round k + lag (the torch executor's order)."""
+        out: list[int] = []
+        for i in range(len(self.lanes)):
+            leader = self.after(i)
+            if leader >= i:
+                raise ValueError(f"lane {i} follows lane {leader}: a lane may follow only an earlier one")
+            out.append(0 if leader < 0 else out[leader] + 1)
+        return tuple(out)
 
     def partition(self, name: str) -> tuple[tuple[int, ...], ...]:
         """The partition of the ranks called ``name``."""
@@ -133,6 +159,18 @@ class Schedule:
 
 
 EMPTY = Schedule(())
+UNCUT = 1 << 62  # chunk_bytes that cuts no buffer into pipeline chunks (the cost model's closed form; torch's default)
+
+# Pipeline chunk per executor when comm.chunk_bytes is 0. mpi: 4 MiB, measured best on one shared-memory node.
+# torch: none; NCCL pipelines inside its kernels, and gloo sends all messages to a peer down one TCP connection in
+# order, so extra lanes only queue (multicolor's rings at 4 ranks, 32 MiB: 85-95 ms with 4 MiB chunks, 65 ms
+# without, gloo's all_reduce 55-69 ms, medians of 7).
+EXECUTOR_CHUNK_BYTES = {"mpi": 4 << 20, "torch": UNCUT}
+
+
+def executor_chunk(executor: str, chunk_bytes: int = 0) -> int:
+    """The pipeline chunk an executor runs with: ``comm.chunk_bytes``, or (0) the executor's own."""
+    return chunk_bytes or EXECUTOR_CHUNK_BYTES[executor]
 
 
 def chunk_bounds(lo: int, hi: int, parts: int) -> list[int]:
@@ -286,7 +324,7 @@ def reduced_to(schedule: Schedule, name: str) -> Schedule:
     """``schedule`` labelled as being algorithm ``name``'s (an algorithm that reduces to another says so)."""
     info = dict(schedule.info)
     info.setdefault("as", name)
-    return Schedule(schedule.lanes, schedule.groups, info)
+    return Schedule(schedule.lanes, schedule.groups, info, schedule.follows)
 
 
 def check_uniform_nodes(spec: Spec, algo: str) -> tuple[int, int]:
@@ -323,19 +361,28 @@ def interpret(schedules: Sequence[Schedule], buffers: Sequence[np.ndarray], lock
     Messages are matched per (sender, receiver, lane) in order, with equal
     lengths and reduce flags; a stage completes when every one of its
     messages is matched by the peer's current stage (rendezvous), and a
-    collective when every member's current stage holds it. ``lockstep``
-    runs each rank's lanes stage by stage together, as the torch executor
-    does. Raises :class:`Deadlock` (naming the stuck ranks) instead of
-    hanging, and ValueError on a message whose two ends disagree.
+    collective when every member's current stage holds it; a lane that
+    follows another (``Schedule.follows``) waits until that one has left
+    the stage. ``lockstep`` runs each rank's lanes stage by stage together,
+    as the torch executor does. Raises :class:`Deadlock` (naming the stuck
+    ranks) instead of hanging, and ValueError on a message whose two ends
+    disagree.
     """
     p = len(schedules)
     lanes = [[_Cursor(lane) for lane in s.lanes] for s in schedules]
     rounds = 0
     while True:
-        current = {(r, i): c.stages[c.at] for r in range(p) for i, c in enumerate(lanes[r]) if c.at < len(c.stages)}
+        current = {
+            (r, i): c.stages[c.at]
+            for r in range(p)
+            for i, c in enumerate(lanes[r])
+            if c.at < len(c.stages) and not _waits_for_leader(lanes[r], schedules[r].after(i), c.at)
+        }
         if lockstep:
-            current = _lockstep_only(current, lanes)
+            current = _lockstep_only(current, lanes, [s.lags() for s in schedules])
         if not current:
+            if any(c.at < len(c.stages) for cs in lanes for c in cs):
+                raise Deadlock("lanes wait for the lanes they follow, which never leave their stage")
             return rounds
         ready = [key for key, stage in current.items() if _can_complete(key, stage, current, schedules)]
         if not ready:
@@ -350,14 +397,24 @@ def interpret(schedules: Sequence[Schedule], buffers: Sequence[np.ndarray], lock
         rounds += 1
 
 
-def _lockstep_only(current: dict[tuple[int, int], Stage], lanes: list[list[_Cursor]]) -> dict[tuple[int, int], Stage]:
-    """Keep only lanes at their rank's lowest unfinished stage index."""
+def _waits_for_leader(cursors: list[_Cursor], leader: int, stage: int) -> bool:
+    """Whether a lane at ``stage`` must wait for the lane it follows (``leader``; -1 none) to leave that stage."""
+    if leader < 0:
+        return False
+    lead = cursors[leader]
+    return lead.at <= stage and lead.at < len(lead.stages)
+
+
+def _lockstep_only(
+    current: dict[tuple[int, int], Stage], lanes: list[list[_Cursor]], lags: list[tuple[int, ...]]
+) -> dict[tuple[int, int], Stage]:
+    """Keep only lanes in their rank's earliest round: stage index plus lag (:meth:`Schedule.lags`) lowest."""
     low = {
-        r: min(c.at for c in cs if c.at < len(c.stages))
+        r: min(c.at + lags[r][i] for i, c in enumerate(cs) if c.at < len(c.stages))
         for r, cs in enumerate(lanes)
         if any(c.at < len(c.stages) for c in cs)
     }
-    return {(r, i): s for (r, i), s in current.items() if lanes[r][i].at == low[r]}
+    return {(r, i): s for (r, i), s in current.items() if lanes[r][i].at + lags[r][i] == low[r]}
 
 
 def _can_complete(

@@ -5,7 +5,9 @@ NCCL for CUDA tensors, gloo for CPU tensors (one process group with the
 on a CPU-only machine too. Each stage of a lane goes out as one
 ``batch_isend_irecv`` (grouped NCCL point-to-point, any ring order, driven
 from the host, as Horovod's NCCL torus all-reduce does); lanes are served
-in a fixed round, so every rank posts in the same order; received
+in a fixed round, so every rank posts in the same order (a lane that
+follows another, ``Schedule.follows``, a round behind it: a tree's
+pipeline chunks enter each stage one after another); received
 reduce messages land in a scratch tensor on the buffer's device and are
 added with a torch op there. On gloo (CPU) the transfers of a batch
 complete one by one, so reduce messages go in blocks of ``BLOCK_BYTES``
@@ -27,10 +29,6 @@ from scalerepro.distributed import ProcessGroups
 
 NAME = "torch"
 BLOCK_BYTES = 4 << 20
-# No pipeline chunks by default (comm.chunk_bytes=0): NCCL pipelines inside its kernels, and gloo sends all
-# messages to a peer down one TCP connection in order, so extra lanes only queue (multicolor at 4 ranks, 32 MiB:
-# 85-95 ms with 4 MiB chunks, 65 ms without, gloo's all_reduce 55-69 ms, medians of 7 here)
-CHUNK_BYTES = 1 << 62
 
 
 @dataclass(frozen=True)
@@ -48,6 +46,7 @@ class TorchPlan:
 
     lanes: tuple[tuple[Stage, ...], ...]
     scratch: int
+    lags: tuple[int, ...] = ()  # the round each lane starts in (Schedule.lags)
 
 
 def compile_plan(schedule: Schedule, rank: int, to_global: tuple[int, ...], block: int = 0) -> TorchPlan:
@@ -82,27 +81,34 @@ def compile_plan(schedule: Schedule, rank: int, to_global: tuple[int, ...], bloc
             need = max(need, used)
         lanes.append(tuple(stages))
         at += need
-    return TorchPlan(tuple(lanes), at)
+    return TorchPlan(tuple(lanes), at, schedule.lags())
 
 
 def allreduce_tensor(plan: TorchPlan, t: Any, groups: ProcessGroups, scratch: Any) -> None:
     """All-reduce tensor ``t`` (1-D, contiguous) in place by ``plan``.
 
-    Every lane posts its first stage; then, lane after lane in a fixed
-    order, each waits for its stage, adds what it received and posts its
-    next, so the posting order is the same on every rank (as NCCL needs)
-    while one lane's transfers overlap another's reductions.
+    In rounds: in each, lane after lane in a fixed order waits for the
+    stage it posted in the round before, adds what it received and posts
+    its next; a lane starts in the round of its lag, so a lane that follows
+    another runs each stage a round after it. The posting order is the same
+    on every rank (as NCCL needs), and one lane's transfers overlap
+    another's reductions.
     """
-    at = [0] * len(plan.lanes)
-    works = [_post(plan.lanes[i][0], t, groups, scratch) if plan.lanes[i] else [] for i in range(len(plan.lanes))]
-    live = [i for i, lane in enumerate(plan.lanes) if lane]
-    while live:
-        for i in live:
-            _finish(plan.lanes[i][at[i]], works[i], t, scratch)
-            at[i] += 1
-            if at[i] < len(plan.lanes[i]):
+    count = len(plan.lanes)
+    lags = plan.lags or (0,) * count
+    at = [0] * count  # each lane's next stage to post
+    works: list[list[Any] | None] = [None] * count
+    round_ = 0
+    while any(at[i] < len(plan.lanes[i]) or works[i] is not None for i in range(count)):
+        for i in range(count):
+            done = works[i]
+            if done is not None:
+                _finish(plan.lanes[i][at[i] - 1], done, t, scratch)
+                works[i] = None
+            if round_ >= lags[i] and at[i] < len(plan.lanes[i]):
                 works[i] = _post(plan.lanes[i][at[i]], t, groups, scratch)
-        live = [i for i in live if at[i] < len(plan.lanes[i])]
+                at[i] += 1
+        round_ += 1
 
 
 def _post(stage: Stage, t: Any, groups: ProcessGroups, scratch: Any) -> list[Any]:

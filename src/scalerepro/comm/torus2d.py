@@ -24,8 +24,8 @@ keeps 2 of its 4 outgoing torus links busy per stage. About
 2(X+Y-2) alpha + n(p-1)/p beta on links of bandwidth 1/beta each way (each
 half moves 2(n/2)(p-1)/p bytes over its own link). Each half is pipelined in chunks of
 ``comm.chunk_bytes`` (one lane each). On a grid with a dimension of 1 the
-two halves go round one ring in opposite directions: that is multicolor
-with two colors, and it runs as such (``as: multicolor``, or ``ring``
+two halves go round one ring in opposite directions: that is multicolor-ring
+with two colors, and it runs as such (``as: multicolor-ring``, or ``ring``
 where that reduces further).
 """
 
@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from scalerepro.comm import multicolor
+from scalerepro.comm import multicolor_ring
 from scalerepro.comm.schedule import (
     EMPTY,
     Schedule,
@@ -71,7 +71,7 @@ def grid_schedule(
     spec: Spec,
     name: str,
     parts: Callable[[tuple[int, ...], tuple[int, ...]], Parts],
-    flat: tuple[str, Callable[[Spec], Schedule]] = (multicolor.NAME, multicolor.two_directions),
+    flat: tuple[str, Callable[[Spec], Schedule]] = (multicolor_ring.NAME, multicolor_ring.two_directions),
     path: Callable[[int, Sequence[tuple[int, ...]], int, int], list[Stage]] = ring_path,
 ) -> Schedule:
     """The frame of the 2-D torus algorithms: ``name``'s X x Y grid, ``parts(x_ring, y_ring)`` pipelined,

@@ -22,7 +22,7 @@ a square grid the halves stay in step; on X != Y their phases differ in
 length and the lanes run on independently, as every lane does. Each half
 is pipelined in chunks of ``comm.chunk_bytes`` (one lane each). On a grid
 with a dimension of 1 it is ``torus2d``'s case too: two directions of one
-ring, multicolor with two colors (``as: multicolor``).
+ring, multicolor-ring with two colors (``as: multicolor-ring``).
 """
 
 from __future__ import annotations

@@ -6,7 +6,17 @@ start when both ends have reached them; when they have all arrived, the
 rank reduces what it received (a transfer to itself at 1/gamma bytes/s),
 or, on a platform with ``reduction: streamed``, it reduces while they
 arrive (the sum starts with the stage and the stage ends when both are
-done; the last slice's sum after the last byte is left out).
+done; the last slice's sum after the last byte is left out). A lane that
+follows another (``Schedule.follows``, a tree's pipeline chunks) enters
+its stage k only once that one has left it, as the executors run them.
+
+Pipeline chunks are simulated as the executor cuts them (``comm.chunk_bytes``,
+or the executor's own) where the schedule orders them into pipelines.
+Where it does not (the ring algorithms' chunks), every chunk of a part
+enters each stage at once, crosses the same links and shares them, so
+under max-min sharing the chunks move exactly as one message of their
+summed bytes would, and those schedules are simulated uncut, which costs
+a fraction of the transfers.
 Library collectives are expanded
 into their library's algorithm first, as the cost model does
 (:func:`scalerepro.comm.costterms.schedules`). Platforms
@@ -29,12 +39,13 @@ import math
 import sys
 import time
 from collections import defaultdict, deque
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
 from typing import Any, cast
 
 from scalerepro.comm.algorithms import on_grid
-from scalerepro.comm.costterms import UNPIPELINED, no_cyclic_gc, schedules
-from scalerepro.comm.schedule import Recv, Schedule, Send, Spec
+from scalerepro.comm.costterms import no_cyclic_gc, schedules
+from scalerepro.comm.schedule import UNCUT, Recv, Schedule, Send, Spec, executor_chunk
 from scalerepro.errors import UserError
 from scalerepro.sim.platforms import Platform
 
@@ -55,6 +66,8 @@ class Point:
     executor: str = "mpi"
     grid: tuple[int, ...] = ()  # the rank grid of the 2-D algorithms, if not the platform's
     dim_algorithms: tuple[str, ...] = ()  # multiring's per-dimension algorithms (comm.dim_algorithms)
+    tree_arity: int = 2  # multicolor's trees (comm.tree_arity)
+    chunk_bytes: int = 0  # pipeline chunk (comm.chunk_bytes; 0: the executor's own)
 
     def __post_init__(self) -> None:
         """Check the point fits the platform; errors name the field."""
@@ -63,7 +76,8 @@ class Point:
             raise UserError(f"simulate: {self.nbytes} bytes hold no {self.itemsize}-byte element")
 
     def spec(self) -> Spec:
-        """The schedule spec: the torus slice as the grid of the 2-D algorithms, or the nodes of a fat tree."""
+        """The schedule spec: the torus slice as the grid of the 2-D algorithms, or the nodes of a fat tree; the
+        executor's pipeline chunk."""
         dims, nodes = self.platform.ranks(self.ranks)
         grid = self.grid or (dims if dims and on_grid(self.algorithm, 2) else ())
         return Spec(
@@ -72,12 +86,34 @@ class Point:
             self.nbytes // self.itemsize,
             self.itemsize,
             self.colors,
-            UNPIPELINED,
+            executor_chunk(self.executor, self.chunk_bytes),
             grid,
             nodes,
             self.dim_algorithms,
             self.platform.nics_per_node if nodes else 1,
+            self.tree_arity,
         )
+
+    def schedules(self) -> list[Schedule]:
+        """Every rank's schedule as simulated: pipeline chunks where they are ordered, else uncut (module
+        docstring), collectives expanded."""
+        spec = self.spec()
+        first = next(schedules(self.algorithm, spec, self.executor), None)
+        if first is not None and not first.follows:
+            spec = replace(spec, chunk_bytes=UNCUT)
+        return list(schedules(self.algorithm, spec, self.executor))
+
+
+SHAPE_KEYS = ("colors", "tree_arity", "chunk_bytes")  # the comm keys of the config a simulated schedule takes
+
+
+def shape_of(comm: Any) -> dict[str, Any]:
+    """The :data:`SHAPE_KEYS` of a ``comm`` config section (its dataclass, or a mapping such as a bench row's,
+    missing keys at :class:`Point`'s defaults), as :class:`Point` fields."""
+    if isinstance(comm, Mapping):
+        defaults = {f.name: f.default for f in fields(Point)}
+        return {k: comm.get(k, defaults[k]) for k in SHAPE_KEYS}
+    return {k: getattr(comm, k) for k in SHAPE_KEYS}
 
 
 def load_simgrid() -> Any:  # python3-simgrid ships no type information: its module and objects are Any here
@@ -178,9 +214,11 @@ class _Driver:
     """Runs every rank's schedule from a few actors: host-to-host transfers, started as both ends reach them.
 
     Each lane of each rank (a *unit*) runs its stages in order, lanes
-    independently, as the executors run them. A message starts when its
-    sender and its receiver have both reached the stages holding it
-    (matched in order per sender, receiver and lane, as MPI matches); a
+    independently, as the executors run them, except that a unit whose
+    lane follows another (``Schedule.follows``) enters its stage k only
+    once that lane's unit on the same rank has left it. A message starts
+    when its sender and its receiver have both reached the stages holding
+    it (matched in order per sender, receiver and lane, as MPI matches); a
     unit's stage ends when all its messages have arrived, then it reduces
     (a transfer from its rank to itself, on the rank's 1/gamma link, which
     the rank's lanes share) and moves on; when ``streamed``, that reduction
@@ -191,7 +229,10 @@ class _Driver:
     transfers they started, handing half to a new actor when they hold
     more than ``2 x PER_ACTOR``. Actors run one at a time, so they share
     the units' state safely; a unit's counts are set before its first
-    transfer starts, so no completion can be seen before them.
+    transfer starts, so no completion can be seen before them. Units move
+    on through a work list (:meth:`_run`), not by recursion, since one
+    unit leaving a stage may let a chain of followers through many empty
+    stages.
     """
 
     def __init__(
@@ -205,7 +246,17 @@ class _Driver:
         self.rank = [r for r, sched in enumerate(schedules) for _ in sched.lanes]
         self.lane = [(i, lane) for sched in schedules for i, lane in enumerate(sched.lanes)]
         n = len(self.rank)
+        self.leader = [
+            self.base[r] + sched.after(i) if sched.after(i) >= 0 else -1
+            for r, sched in enumerate(schedules)
+            for i in range(len(sched.lanes))
+        ]
+        self.followers: list[list[int]] = [[] for _ in range(n)]
+        for u, lead in enumerate(self.leader):
+            if lead >= 0:
+                self.followers[lead].append(u)
         self.stage, self.pending, self.reduced = [0] * n, [0] * n, [0] * n
+        self.entered = [-1] * n  # the stage each unit has posted the messages of (-1: none yet)
         self.sends: dict[tuple[int, int, int], deque[int]] = defaultdict(deque)
         self.recvs: dict[tuple[int, int, int], int] = defaultdict(int)
 
@@ -218,8 +269,7 @@ class _Driver:
 
         def run() -> None:
             out: _Started = ([], [])
-            for u in first:
-                self._enter(u, out)
+            self._run(list(first), out)
             self._serve(out)
 
         return run
@@ -237,19 +287,30 @@ class _Driver:
             active[i], what[i] = active[-1], what[-1]
             active.pop()
             what.pop()
+            moved: list[int] = []
             if src == dst and not self.streamed:
-                self._advance(src, out)
+                self._advance(src, moved)
             elif src == dst:
-                self._arrived(src, out)
+                self._arrived(src, out, moved)
             else:
-                self._arrived(src, out)
-                self._arrived(dst, out)
+                self._arrived(src, out, moved)
+                self._arrived(dst, out, moved)
+            self._run(moved, out)
 
-    def _enter(self, u: int, out: _Started) -> None:
-        """Unit u posts the messages of its current stage."""
+    def _run(self, todo: list[int], out: _Started) -> None:
+        """Units ``todo`` enter their current stage, and so on for every unit that lets through."""
+        while todo:
+            self._enter(todo.pop(), out, todo)
+
+    def _enter(self, u: int, out: _Started, moved: list[int]) -> None:
+        """Unit u posts the messages of its current stage, unless it has, or it must wait for its leader."""
         (index, lane), k = self.lane[u], self.stage[u]
-        if k >= len(lane):
+        if k >= len(lane) or self.entered[u] == k:
             return
+        lead = self.leader[u]
+        if lead >= 0 and self.stage[lead] <= k and self.stage[lead] < len(self.lane[lead][1]):
+            return  # the leader's advance lets it in
+        self.entered[u] = k
         steps = cast("tuple[Send | Recv, ...]", lane[k])  # schedules() expanded every AllReduce into sends and receives
         self.pending[u] = len(steps)
         self.reduced[u] = sum((s[2] - s[1]) * self.itemsize for s in steps if type(s) is Recv and s[3])
@@ -258,7 +319,7 @@ class _Driver:
             self._start(u, u, self.reduced[u], out)
             self.reduced[u] = 0
         if not steps:
-            self._finish(u, out)
+            self._finish(u, out, moved)
         for step in steps:
             size, peer = (step[2] - step[1]) * self.itemsize, self.base[step[0]] + index
             if type(step) is Send:
@@ -280,23 +341,24 @@ class _Driver:
         out[1].append((src, dst))
         out[0].append(self.sg.Comm.sendto_async(self.hosts[self.rank[src]], self.hosts[self.rank[dst]], size))
 
-    def _arrived(self, u: int, out: _Started) -> None:
+    def _arrived(self, u: int, out: _Started, moved: list[int]) -> None:
         """One of unit u's messages is done."""
         self.pending[u] -= 1
         if self.pending[u] == 0:
-            self._finish(u, out)
+            self._finish(u, out, moved)
 
-    def _finish(self, u: int, out: _Started) -> None:
+    def _finish(self, u: int, out: _Started, moved: list[int]) -> None:
         """Unit u's messages are done: reduce what it received, then move on."""
         if self.reduced[u] and self.gamma:
             self._start(u, u, self.reduced[u], out)
         else:
-            self._advance(u, out)
+            self._advance(u, moved)
 
-    def _advance(self, u: int, out: _Started) -> None:
-        """Unit u enters its next stage."""
+    def _advance(self, u: int, moved: list[int]) -> None:
+        """Unit u leaves its stage: it and the units that follow it are to enter their next."""
         self.stage[u] += 1
-        self._enter(u, out)
+        moved.append(u)
+        moved.extend(self.followers[u])
 
 
 _Started = tuple[list[Any], list[tuple[int, int]]]  # one actor's transfers in flight and (sender, receiver) of each
@@ -312,7 +374,7 @@ def run_point(point: Point) -> dict[str, Any]:
     )
     t0 = time.perf_counter()
     with no_cyclic_gc():
-        ranks = list(schedules(point.algorithm, point.spec(), point.executor))
+        ranks = point.schedules()
         dims, nodes = point.platform.ranks(point.ranks)
         hosts = _torus(sg, dims, point.platform) if dims else _fattree(sg, nodes, point.platform, _pairs(ranks))
         plat = point.platform

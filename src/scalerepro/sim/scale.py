@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -69,11 +69,12 @@ def points(
     ranks: Iterable[int],
     dtypes: Iterable[str],
     bucket_mib: float,
-    colors: int,
+    shape: Mapping[str, Any],
     corners: bool = True,
     sensitivity: bool = False,
 ) -> list[Point]:
-    """Every (variant, algorithm, ranks, bucket bytes) to simulate on ``platform`` for the ``dtypes``' buckets.
+    """Every (variant, algorithm, ranks, bucket bytes) to simulate on ``platform`` for the ``dtypes``' buckets,
+    with the comm parameters ``shape`` (:func:`~scalerepro.sim.engine.shape_of`).
 
     A bucket's time depends on its bytes, not its type, so a size both
     types cut is simulated once. Without ``corners`` only the platform as
@@ -81,7 +82,7 @@ def points(
     """
     sizes = sorted({size for dtype in dtypes for size in simulated_sizes(dtype, bucket_mib)})
     return [
-        Point(algo, p, size, plat, colors, 4 if size % 4 == 0 else 2)
+        Point(algo, p, size, plat, itemsize=4 if size % 4 == 0 else 2, **shape)
         for plat in variants(platform, corners, sensitivity)
         for p in ranks
         for size in sizes
@@ -93,7 +94,7 @@ def claim_points(
     claims: list[dict[str, Any]],
     platforms: list[Platform],
     bucket_mib: float,
-    colors: int,
+    shape: Mapping[str, Any],
     max_ranks: int,
     sensitivity: bool = False,
 ) -> list[Point]:
@@ -103,9 +104,7 @@ def claim_points(
     for c in claims:
         if c["platform"] in named and c["ranks"] <= max_ranks:
             algos = [c["algorithm"]] + ([c["over"]] if c.get("over") else [])
-            out += points(
-                named[c["platform"]], algos, [c["ranks"]], [c["dtype"]], bucket_mib, colors, True, sensitivity
-            )
+            out += points(named[c["platform"]], algos, [c["ranks"]], [c["dtype"]], bucket_mib, shape, True, sensitivity)
     return out
 
 

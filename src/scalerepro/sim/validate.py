@@ -34,7 +34,7 @@ from scalerepro.comm.benchfile import ran
 from scalerepro.comm.costfit import fit_machine, regime
 from scalerepro.errors import UserError
 from scalerepro.io import read_yaml
-from scalerepro.sim.engine import Point
+from scalerepro.sim.engine import Point, shape_of
 from scalerepro.sim.platforms import Platform, fitted
 from scalerepro.sim.scale import ITEMSIZE, bucket_list, variants
 
@@ -100,11 +100,11 @@ def validation_points(rows: Sequence[Mapping[str, Any]], platforms: dict[tuple[s
                 int(r["world_size"]),
                 int(r["bytes"]),
                 platforms[_kind(r)],
-                int(comm.get("colors", 2)),
-                itemsize,
-                r.get("executor") or "mpi",
-                tuple(comm.get("grid") or ()),
-                tuple(comm.get("dim_algorithms") or ()),
+                itemsize=itemsize,
+                executor=r.get("executor") or "mpi",
+                grid=tuple(comm.get("grid") or ()),
+                dim_algorithms=tuple(comm.get("dim_algorithms") or ()),
+                **shape_of(comm),
             )
         )
     return out

@@ -9,6 +9,11 @@ file's keys:
 ``preset``
     the configuration of its experiment, laid over config/cluster.yaml
     (a path relative to the paper's file).
+``methods``
+    the all-reduce algorithms the project runs as the paper's own, by
+    name: for each, the ``reading`` of the paper the algorithm rests on (in
+    a sentence) and the ``sources`` facts it is read from. The cards say
+    which algorithm they judged and on what it rests.
 ``baselines``
     its published results, in config/baselines.yaml's entry format
     (:mod:`scalerepro.baselines`), each number stated by a registered
@@ -47,8 +52,17 @@ from scalerepro.errors import UserError
 from scalerepro.io import read_yaml
 
 DEFAULT = Path("config/papers")
-KEYS = ("title", "preset", "baselines", "claims")
+KEYS = ("title", "preset", "methods", "baselines", "claims")
 CLAIM_KEYS = ("id", "claim", "source", "unverified", "related", "published", "scope", "measure", "at_scale")
+
+
+@dataclass(frozen=True)
+class Method:
+    """An algorithm run as a paper's own: its name, the reading of the paper it rests on, the cited facts."""
+
+    algorithm: str
+    reading: str
+    cites: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -63,6 +77,7 @@ class Paper:
     preset: Path
     baselines: list[dict[str, Any]]
     claims: list[dict[str, Any]]
+    methods: tuple[Method, ...] = ()
 
     def preset_arg(self) -> str:
         """The preset as a path from the working directory, for a ``--configfile`` line."""
@@ -114,7 +129,22 @@ def load_paper(path: Path) -> Paper:
         preset=preset.resolve(),
         baselines=_mappings(path, doc, "baselines"),
         claims=[_claim(registry, path, c) for c in _mappings(path, doc, "claims")],
+        methods=_methods(registry, path, doc.get("methods") or {}),
     )
+
+
+def _methods(registry: sources.Registry, path: Path, entries: Any) -> tuple[Method, ...]:
+    """``methods:``, each with a ``reading`` and registered ``sources`` facts; errors name the file and algorithm."""
+    if not isinstance(entries, dict):
+        raise UserError(f"{path}: `methods:` maps algorithm names to {{reading, sources}}")
+    out = []
+    for name, body in entries.items():
+        where = f"{path}: method {name!r}"
+        if not isinstance(body, dict) or not body.get("reading") or not body.get("sources"):
+            raise UserError(f"{where}: needs `reading:` (what of the paper it rests on) and `sources:` (facts)")
+        cites = tuple(registry.fact(ref, where).cite() for ref in body["sources"])
+        out.append(Method(str(name), str(body["reading"]), cites))
+    return tuple(out)
 
 
 def _mappings(path: Path, doc: dict[str, Any], key: str) -> list[dict[str, Any]]:

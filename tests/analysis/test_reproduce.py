@@ -132,6 +132,8 @@ def test_every_claim_gets_a_row_with_its_source_and_a_verdict_phrase(tmp_path):
         "kumar-48min",
         "kumar-previous-best",
         "kumar-multicolor",
+        "kumar-multicolor-vs-ring",
+        "kumar-trees-vs-rings",
         "kumar-accuracy",
     }
 

@@ -500,6 +500,7 @@ def markdown(papers: list[Paper], table: pd.DataFrame, tables: dict[str, pd.Data
                 f"Held of the paper: {paper.held}. Here: {tally(rows)}. At the paper's scale: "
                 f"`--configfile config/cluster.yaml {paper.preset_arg()}`."
             ),
+            *(["", *methods(paper)] if paper.methods else []),
             "",
             "| claim | published | source (where) | measured here | on | simulated at the paper's scale | verdict |",
             "|---|---|---|---|---|---|---|",
@@ -512,6 +513,17 @@ def markdown(papers: list[Paper], table: pd.DataFrame, tables: dict[str, pd.Data
             )
         lines.append("")
     return "\n".join(lines)
+
+
+def methods(paper: Paper) -> list[str]:
+    """The card's lines on which algorithm it judged as the paper's own, what reading that is, and its sources; an
+    error naming the paper's file for an algorithm the table does not have."""
+    for m in paper.methods:
+        check_named({"algorithm": m.algorithm}, f"{paper.path}: method ")
+    return [
+        f"Judged as the paper's all-reduce: `{m.algorithm}`, {m.reading} (from {'; '.join(m.cites)})."
+        for m in paper.methods
+    ]
 
 
 def tally(rows: pd.DataFrame) -> str:

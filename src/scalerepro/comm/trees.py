@@ -26,10 +26,10 @@ pipeline (2H chunk times) costs at most about 2/FILL of the whole, but
 none under ``MIN_CHUNK_BYTES``, where a message's latency outweighs its
 bytes. Where ``chunk_bytes`` is :data:`~scalerepro.comm.schedule.UNCUT`
 (the cost model's closed form, the torch executor's default) a part is one
-chunk. This rule is the project's: the held sources say that the number
-of pipeline chunks should grow with the bytes (the pipeline width of IBM's
-multi-color broadcasts, ``pami-multicolor#pipeline-width``), not by how
-much.
+chunk. This rule is the project's: of the held sources, IBM's
+multi-color broadcasts widen their pipeline chunks in steps as the bytes
+per color grow (``pami-multicolor#pipeline-width``), which says chunks
+follow the bytes but not how a tree's height should set their number.
 """
 
 from __future__ import annotations

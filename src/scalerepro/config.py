@@ -233,6 +233,7 @@ class SimulateConfig:
     algorithms: tuple[str, ...]
     ranks: tuple[int, ...]
     claims_max_ranks: int
+    claims_left_out: tuple[str, ...]
     dtypes: tuple[str, ...]
     batch_per_rank: int
     corners: bool

@@ -161,3 +161,27 @@ def test_sensitivity_moves_each_ranged_number_alone():
     assert table["overlap"]["at_fast_end"] > table["overlap"]["at_slow_end"]  # hiding the all-reduce pays
     link = table["link_GBps"]
     assert link["at_fast_end"] > link["at_slow_end"]  # the link alone at its slow end: every all-reduce twice as slow
+
+
+def test_a_claim_left_out_is_not_simulated_and_says_why():
+    """simulate.claims_left_out: the claim's points are not simulated, its row says which key left it out (and one
+    above claims_max_ranks says that); an unknown id is an error naming the key and the ids there are."""
+    from scalerepro.errors import UserError
+    from scalerepro.sim.claims import check_left_out
+    from scalerepro.sim.scale import claim_points
+
+    kept, dropped = claim(id="kept"), claim(id="dropped", algorithm="ring")
+    found = claim_points([kept, dropped], [PLAT], 25.0, {"colors": 2}, 256, left_out=["dropped"])
+    assert {p.algorithm for p in found} == {"torus2d"}
+    assert len(found) == len(claim_points([kept], [PLAT], 25.0, {"colors": 2}, 256))
+    proj = {"x": Projection(fake_rows(found), PLAT, 25.0, 32)}
+    too_big = claim(id="big", ranks=1024)
+    rows = judged([kept, dropped, too_big], proj, 256, ["dropped"])
+    assert [r["why_not"] for r in rows] == [
+        "",
+        "left out by simulate.claims_left_out",
+        "1024 ranks is above simulate.claims_max_ranks",
+    ]
+    check_left_out([kept, dropped], ["dropped"])
+    with pytest.raises(UserError, match=r"simulate.claims_left_out: 'nope' is not the id of a claim at scale"):
+        check_left_out([kept, dropped], ["nope"])

@@ -372,10 +372,9 @@ def simulated(papers_csv: pd.DataFrame, claim: str | None) -> str:
         return f"not simulated in this run: {ADD_SIMULATION}"
     row = rows.iloc[0]
     if pd.isna(row["simulated"]):
-        return (
-            f"not simulated in this run ({int(row['ranks'])} ranks is above simulate.claims_max_ranks: "
-            "make simulate runs it)"
-        )
+        why = row.get("why_not")
+        why = why if isinstance(why, str) and why else f"{int(row['ranks'])} ranks is above simulate.claims_max_ranks"
+        return f"not simulated in this run ({why}: make simulate runs it)"
     where = f"at {int(row['ranks'])} ranks on {row['platform']}"
     band = f"{_format(row['metric'], row['simulated_low'])} to {_format(row['metric'], row['simulated_high'])}"
     value = f"{_format(row['metric'], row['simulated'])} {where} (band over the platform's ranges: {band})"

@@ -59,6 +59,13 @@ def arguments(s: argparse.ArgumentParser) -> None:
     )
     setting(
         s,
+        "--claims-left-out",
+        "simulate.claims_left_out",
+        "ids of claims whose points not to simulate (their rows say so)",
+        listed=True,
+    )
+    setting(
+        s,
         "--batch",
         "simulate.batch_per_rank",
         "images per rank per step (Goyal et al. and Ying et al.: 32, so 32,768 on 1,024 chips)",
@@ -99,6 +106,7 @@ def command(args: argparse.Namespace) -> None:
     if list(sim.platforms) == ["all"]:  # the clusters kept to check the simulator against carry no ResNet-50 rate
         platforms = [p for p in platforms if p.images_per_s_per_accelerator]
     claims = published.load_claims(Path(args.papers), described.load_platforms(Path(args.platforms)))
+    published.check_left_out(claims, sim.claims_left_out)
     points = scale.unique(
         [
             pt
@@ -113,12 +121,14 @@ def command(args: argparse.Namespace) -> None:
                 sim.corners,
             )
         ]
-        + scale.claim_points(claims, platforms, bucket_mib, shape, sim.claims_max_ranks, sim.sensitivity)
+        + scale.claim_points(
+            claims, platforms, bucket_mib, shape, sim.claims_max_ranks, sim.sensitivity, sim.claims_left_out
+        )
     )
     rows, skipped = simulate_points(points, "simulate-scale", args.jobs)
     projections = {p.name: scale.Projection(rows, p, bucket_mib, sim.batch_per_rank) for p in platforms}
     steps = [s for proj in projections.values() for s in scale.steps(proj)]
-    compared = published.judged(claims, projections)
+    compared = published.judged(claims, projections, sim.claims_max_ranks, sim.claims_left_out)
     write_tables(
         Path(args.out),
         {

@@ -74,7 +74,7 @@ def platform_args(s: argparse.ArgumentParser, default: str | None) -> None:
     )
     s.add_argument("--bench", nargs="*", default=[], metavar="GLOB", help="bench JSONs to fit this-machine from")
     setting(s, "--colors", "comm.colors", "colors of multicolor and multicolor-ring, at least 1", type=at_least(1))
-    setting(s, "--tree-arity", "comm.tree_arity", "children per node of multicolor's trees, at least 1", type=at_least(1))
+    setting(s, "--tree-arity", "comm.tree_arity", "children per node of multicolor's trees", type=at_least(1))
     jobs_arg(s)
 
 

@@ -18,6 +18,13 @@ collective (``native``, ``gloo``, ``nccl``, hierarchical's inter-node
 phase) is modelled by the algorithm its library uses for large messages:
 Rabenseifner's for MPI (MPICH), the ring for gloo and NCCL.
 
+The closed form leaves pipelining out (:func:`terms` and the projections
+build the schedules with ``chunk_bytes`` at
+:data:`~scalerepro.comm.schedule.UNCUT`): taking every lane's stage k
+together, it cannot see a pipelined tree's levels overlap, so a tree's
+byte terms here are its unpipelined ones. The simulator runs the pipeline
+(:mod:`scalerepro.sim.engine`).
+
 :func:`schedules` expands the collectives, :func:`profile` reduces every
 rank's schedule to per-stage maxima (:class:`Profile`), and
 :meth:`Profile.cost` prices them on a :class:`Network`; :func:`terms`

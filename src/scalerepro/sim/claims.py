@@ -46,10 +46,33 @@ def load_claims(folder: Path, platforms: Iterable[str]) -> list[dict[str, Any]]:
     return claims
 
 
-def judged(claims: list[dict[str, Any]], projections: dict[str, Projection]) -> list[dict[str, Any]]:
+def check_left_out(claims: list[dict[str, Any]], left_out: Iterable[str]) -> None:
+    """The ids of ``simulate.claims_left_out`` name claims; else an error naming the key, the id and the ids."""
+    known = sorted(c["id"] for c in claims)
+    for cid in left_out:
+        if cid not in known:
+            raise UserError(f"simulate.claims_left_out: {cid!r} is not the id of a claim at scale; they are: {known}")
+
+
+def unsimulated(claim: dict[str, Any], max_ranks: int, left_out: Iterable[str]) -> str:
+    """Why this run does not simulate ``claim`` (empty: it does, where its platform is simulated)."""
+    if claim["id"] in left_out:
+        return "left out by simulate.claims_left_out"
+    if claim["ranks"] > max_ranks:
+        return f"{claim['ranks']} ranks is above simulate.claims_max_ranks"
+    return ""
+
+
+def judged(
+    claims: list[dict[str, Any]],
+    projections: dict[str, Projection],
+    max_ranks: int = 1 << 30,
+    left_out: Iterable[str] = (),
+) -> list[dict[str, Any]]:
     """One row per claim: published, simulated as described and its band over the platform's ranges, a verdict,
-    and what to revisit when the published figure lies outside the band."""
+    what to revisit when the published figure lies outside the band, and why a claim was not simulated."""
     rows = []
+    left_out = set(left_out)
     for c in claims:
         proj = projections.get(c["platform"])
         nominal, low, high = _band(c, proj) if proj is not None else (None, None, None)
@@ -76,6 +99,7 @@ def judged(claims: list[dict[str, Any]], projections: dict[str, Projection]) -> 
                 "assumption_to_revisit": c["if_off"] if verdict == "inconsistent" else "",
                 "cite": c["cite"],
                 "independent": None if proj is None else not proj.platform.rate_from_papers(),
+                "why_not": unsimulated(c, max_ranks, left_out) if nominal is None else "",
             }
         )
     return rows

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -97,12 +97,14 @@ def claim_points(
     shape: Mapping[str, Any],
     max_ranks: int,
     sensitivity: bool = False,
+    left_out: Collection[str] = (),
 ) -> list[Point]:
-    """The points the published claims need (their algorithm and the one they are compared with) up to max_ranks."""
+    """The points the published claims need (their algorithm and the one they are compared with) up to max_ranks,
+    but for the claims ``left_out``."""
     named = {p.name: p for p in platforms}
     out = []
     for c in claims:
-        if c["platform"] in named and c["ranks"] <= max_ranks:
+        if c["platform"] in named and c["ranks"] <= max_ranks and c["id"] not in left_out:
             algos = [c["algorithm"]] + ([c["over"]] if c.get("over") else [])
             out += points(named[c["platform"]], algos, [c["ranks"]], [c["dtype"]], bucket_mib, shape, True, sensitivity)
     return out

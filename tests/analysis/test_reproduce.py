@@ -235,3 +235,20 @@ def test_an_unknown_measure_or_scope_is_named_with_its_claim(tmp_path):
     claim.update(scope="cosmic", measure={"kind": "not_measurable", "needs": "x"})
     with pytest.raises(UserError, match=r"scope 'cosmic' is not one of paper-scale, network, numerics, recipe"):
         load_cards(paper_folder(tmp_path / "scope", [claim]))
+
+
+def test_a_claim_the_run_did_not_simulate_says_which_key_left_it_out():
+    """simulate-scale's why_not reaches the card; a row without one is above claims_max_ranks, as before."""
+    from scalerepro.analysis.reproduce import simulated
+
+    rows = pd.DataFrame(
+        [
+            {"id": "a", "ranks": 256, "simulated": None, "why_not": "left out by simulate.claims_left_out"},
+            {"id": "b", "ranks": 1024, "simulated": None, "why_not": None},
+        ]
+    )
+    assert (
+        simulated(rows, "a")
+        == "not simulated in this run (left out by simulate.claims_left_out: make simulate runs it)"
+    )
+    assert "1024 ranks is above simulate.claims_max_ranks" in simulated(rows, "b")

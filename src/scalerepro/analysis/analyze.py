@@ -269,6 +269,7 @@ PAPERS_COLUMNS = [
     "assumption_to_revisit",
     "cite",
     "independent",
+    "why_not",
 ]
 VALIDATION_COLUMNS = [
     "algorithm",

@@ -253,8 +253,8 @@ def test_laptop_run_end_to_end(tmp_path):
     assert "simulated: ring on minsky-ddl (float32)" in (wf / "results/analysis/comparison.csv").read_text()
     with (wf / "results/analysis/papers.csv").open(newline="") as f:
         papers = list(csv.DictReader(f))
-    assert [p["paper"] for p in papers].count("Kumar et al. 2017") == 3
-    assert len(papers) == 6
+    assert [p["paper"] for p in papers].count("Kumar et al. 2017") == 5
+    assert len(papers) == 8
     assert {p["verdict"] for p in papers} == {"not simulated"}  # every claim is above claims_max_ranks 8 here
     with (wf / "results/analysis/simulated.csv").open(newline="") as f:
         for row in csv.DictReader(f):  # the grid's bands (rate and overlap: simulate.corners is off)
@@ -278,6 +278,7 @@ def test_laptop_run_end_to_end(tmp_path):
     cards = (wf / "results/reproduction.md").read_text()
     assert cards.count("\n## ") == 3
     assert "| a multi-color MPI Allreduce cuts the communication overhead" in cards
+    assert "Judged as the paper's all-reduce: `multicolor`, colored k-ary trees" in cards
     assert "What this run can establish" in cards
     kumar = json.loads((wf / "results/reproduction.json").read_text())["Kumar et al. 2017"]
     assert kumar["kumar-multicolor"]["verdict"].startswith(("indicative only", "not measurable here"))

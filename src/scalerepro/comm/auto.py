@@ -14,8 +14,8 @@ predicted time wins. Without a tuning file a fixed rule applies:
 ``nccl`` for CUDA buffers (NCCL's own tuner), else ``ring`` on 2 ranks, and
 on more ``rabenseifner`` below ``SMALL_BYTES`` (2 lg p latencies instead of
 2(p-1)) and ``multicolor-ring`` from there on (on one node of shared memory
-the colored rings beat the colored trees: 4 ranks on 2 cores, 4 MiB,
-multicolor's trees 6.3 ms against the ring's 5.2 in make run's bench).
+the colored rings beat the colored trees, whose few stages pay on a
+network; a tuning file decides where both were benched).
 
 Every rank reads the same file and computes the same choice, so all ranks
 run the same schedule. The choice is recorded: per bench row

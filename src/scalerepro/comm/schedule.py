@@ -370,6 +370,7 @@ def interpret(schedules: Sequence[Schedule], buffers: Sequence[np.ndarray], lock
     """
     p = len(schedules)
     lanes = [[_Cursor(lane) for lane in s.lanes] for s in schedules]
+    lags = [s.lags() for s in schedules]
     rounds = 0
     while True:
         current = {
@@ -379,7 +380,7 @@ def interpret(schedules: Sequence[Schedule], buffers: Sequence[np.ndarray], lock
             if c.at < len(c.stages) and not _waits_for_leader(lanes[r], schedules[r].after(i), c.at)
         }
         if lockstep:
-            current = _lockstep_only(current, lanes, [s.lags() for s in schedules])
+            current = _lockstep_only(current, lanes, lags)
         if not current:
             if any(c.at < len(c.stages) for cs in lanes for c in cs):
                 raise Deadlock("lanes wait for the lanes they follow, which never leave their stage")

@@ -54,12 +54,14 @@ def check_left_out(claims: list[dict[str, Any]], left_out: Iterable[str]) -> Non
             raise UserError(f"simulate.claims_left_out: {cid!r} is not the id of a claim at scale; they are: {known}")
 
 
-def unsimulated(claim: dict[str, Any], max_ranks: int, left_out: Iterable[str]) -> str:
-    """Why this run does not simulate ``claim`` (empty: it does, where its platform is simulated)."""
+def unsimulated(claim: dict[str, Any], max_ranks: int, left_out: Iterable[str], platform_simulated: bool) -> str:
+    """Why this run does not simulate ``claim`` (empty: no reason known here)."""
     if claim["id"] in left_out:
         return "left out by simulate.claims_left_out"
     if claim["ranks"] > max_ranks:
         return f"{claim['ranks']} ranks is above simulate.claims_max_ranks"
+    if not platform_simulated:
+        return f"its platform {claim['platform']} is not one of simulate.platforms"
     return ""
 
 
@@ -99,7 +101,7 @@ def judged(
                 "assumption_to_revisit": c["if_off"] if verdict == "inconsistent" else "",
                 "cite": c["cite"],
                 "independent": None if proj is None else not proj.platform.rate_from_papers(),
-                "why_not": unsimulated(c, max_ranks, left_out) if nominal is None else "",
+                "why_not": unsimulated(c, max_ranks, left_out, proj is not None) if nominal is None else "",
             }
         )
     return rows

@@ -98,10 +98,11 @@ class Point:
         """Every rank's schedule as simulated: pipeline chunks where they are ordered, else uncut (module
         docstring), collectives expanded."""
         spec = self.spec()
-        first = next(schedules(self.algorithm, spec, self.executor), None)
-        if first is not None and not first.follows:
-            spec = replace(spec, chunk_bytes=UNCUT)
-        return list(schedules(self.algorithm, spec, self.executor))
+        ranks = schedules(self.algorithm, spec, self.executor)
+        first = next(ranks, None)
+        if first is None or first.follows:
+            return [] if first is None else [first, *ranks]
+        return list(schedules(self.algorithm, replace(spec, chunk_bytes=UNCUT), self.executor))
 
 
 SHAPE_KEYS = ("colors", "tree_arity", "chunk_bytes")  # the comm keys of the config a simulated schedule takes

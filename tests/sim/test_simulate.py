@@ -186,16 +186,28 @@ def test_cli_writes_rows_and_parameters(tmp_path):
     assert doc["platforms"][0]["sources"]["link_GBps"]
 
 
-def test_cli_names_an_unknown_platform(tmp_path):
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--platform", "dgx-a100"], "no platform 'dgx-a100'; there are: tpu-v3-pod, minsky-ddl"),
+        (["--algos", "ring,tree"], "unknown all-reduce algorithm 'tree'; choose one of: auto,"),
+        (["--ranks", "4,x"], "--ranks 4,x: give comma-separated integers"),
+        (["--platform", "minsky-ddl", "--ranks", "4", "--out", "/sys/scalerepro-x"], "--out /sys/scalerepro-x: cannot"),
+    ],
+)
+def test_a_bad_input_is_the_one_line_on_stderr(tmp_path, flags, named):
+    """Nothing before it: SimGrid's configuration log, printed as its module loads, is held back."""
     proc = subprocess.run(
-        [sys.executable, "-m", "scalerepro.cli", "simulate", "--platform", "dgx-a100", "--out", str(tmp_path)],
+        [sys.executable, "-m", "scalerepro.cli", "simulate", "--out", str(tmp_path), *flags],
         capture_output=True,
         text=True,
         timeout=120,
         cwd=REPO,
     )
     assert proc.returncode == 2
-    assert "no platform 'dgx-a100'; there are: tpu-v3-pod, minsky-ddl" in proc.stderr
+    assert proc.stderr.splitlines() == [proc.stderr.strip()], proc.stderr
+    assert proc.stderr.startswith("scalerepro simulate: error: "), proc.stderr
+    assert named in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize("algo", ["multicolor", "native"])

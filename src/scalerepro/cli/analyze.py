@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from scalerepro.analysis.analyze import analyze
+from scalerepro.cli.common import check_out
 
 DESCRIPTION = None
 
@@ -37,8 +38,8 @@ def command(args: argparse.Namespace) -> None:
     metrics = analyze(
         Path(args.tables),
         Path(args.baselines),
-        Path(args.metrics),
-        Path(args.out),
+        check_out(args.metrics, "--metrics", folder=False),
+        check_out(args.out, "--out", folder=True),
         Path(args.costmodel) if args.costmodel else None,
         Path(args.simulation) if args.simulation else None,
     )

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from scalerepro.baselines import default_path
 from scalerepro.cli.argtypes import int_list
+from scalerepro.cli.common import check_out
 from scalerepro.data import feed
 from scalerepro.data import loaderbench as lb
 from scalerepro.data.shards import read_manifest
@@ -88,7 +89,9 @@ def command(args: argparse.Namespace) -> None:
     )
     baselines = Path(args.baselines) if args.baselines else default_path()
     wanted = feed.rates(args.model, baselines, Path(args.train_json) if args.train_json else None)  # bad files: now
-    work = Path(args.work)
+    out = check_out(args.out, "--out", folder=False)
+    work = check_out(args.work, "--work", folder=True)
+    check_out(args.stage_root, "--stage-root", folder=True)
     print(f"# {spec.images} JPEGs (400-500 px, quality 90) in {work}", file=sys.stderr)
     dataset = lb.bench_dataset(work, spec.images, spec.seed)
     staged = lb.staged_shards(dataset, work, args.stage_root, spec.seed, row_index=not args.no_row_index)
@@ -101,7 +104,7 @@ def command(args: argparse.Namespace) -> None:
     summary = lb.per_loader(rows)
     needed = feed.needed_workers(feed.slowest_worker(summary), spec.size, args.model, baselines, wanted)
     write_json_atomic(
-        args.out,
+        out,
         {
             **record(),
             "cpus": len(usable_cpus()),

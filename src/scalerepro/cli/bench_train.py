@@ -1,4 +1,8 @@
-"""``scalerepro bench-train``: training throughput: our loop vs PyTorch DDP, same run (under mpiexec/srun)."""
+"""``scalerepro bench-train``: training throughput: our loop vs PyTorch DDP, same run (under mpiexec/srun).
+
+This module imports nothing that starts MPI before :func:`command` starts it, so an argument or configuration
+error comes before MPI, the same on every rank, and is printed once (:func:`scalerepro.cli.main`).
+"""
 
 from __future__ import annotations
 
@@ -9,15 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from scalerepro.baselines import published_per_accelerator
-from scalerepro.cli.common import add_config_flags, load_config
-from scalerepro.comm.algorithms import select
+from scalerepro.cli.common import add_config_flags, check_out_on_root, load_config
+from scalerepro.comm.algorithms import get, select
 from scalerepro.distributed import start_mpi
 from scalerepro.errors import UserError
 from scalerepro.io import write_json_atomic
-from scalerepro.mpi import on_root
 from scalerepro.provenance import record
-from scalerepro.train import bench
-from scalerepro.train.trainer import device_kind
 
 DESCRIPTION = (
     "Same model, seed, batch and in-memory batches on both sides; repetitions "
@@ -46,17 +47,24 @@ def arguments(s: argparse.ArgumentParser) -> None:
 def command(args: argparse.Namespace) -> None:
     """Our training loop vs PyTorch DDP, same model, batch and data, same run (under mpiexec/srun); JSON + table."""
     cfg = load_config(args)
-    algorithm = select(args.algo, device_kind(cfg.train.device), cfg.comm.executor)
     if min(args.steps, args.reps) < 1 or args.warmup < 0:
         raise UserError(
             f"--steps {args.steps} --reps {args.reps} --warmup {args.warmup}: steps and reps must be >= 1, warmup >= 0"
         )
-    spec = bench.TrainBenchSpec(algorithm, args.steps, args.warmup, args.reps, args.classes)
+    get(args.algo)  # an unknown name, before MPI (its device is known only with torch, after)
+    published = published_per_accelerator(Path(args.baselines), cfg.train.model) if args.baselines else None
     comm = start_mpi()
+    from scalerepro.mpi import on_root  # these start MPI on import: only now
+    from scalerepro.train import bench
+    from scalerepro.train.trainer import device_kind
+
+    check_out_on_root(comm, args.out, "--out", folder=False)
+    algorithm = select(args.algo, device_kind(cfg.train.device), cfg.comm.executor)
+    spec = bench.TrainBenchSpec(algorithm, args.steps, args.warmup, args.reps, args.classes)
     result = bench.measure_against_ddp(cfg, spec, comm, _root_printer(comm))
     out = {**record(comm), "spec": spec.record(), "config": cfg.to_dict(), **result}
-    if args.baselines:
-        out["published_per_accelerator"] = published_per_accelerator(Path(args.baselines), cfg.train.model)
+    if published is not None:
+        out["published_per_accelerator"] = published
     on_root(comm, lambda: write_json_atomic(args.out, out))
     on_root(
         comm,

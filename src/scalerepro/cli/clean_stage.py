@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 
-from scalerepro.cli.common import add_config_flags, load_config
+from scalerepro.cli.common import add_config_flags, check_out, load_config
 from scalerepro.data.stage import clean_sweep
-from scalerepro.io import write_json_atomic
+from scalerepro.io import read_json, write_json_atomic
 
 DESCRIPTION = (
     "Reads the sweep's stage records (stage.json) and removes the staged dataset "
@@ -30,9 +28,10 @@ def arguments(s: argparse.ArgumentParser) -> None:
 def command(args: argparse.Namespace) -> None:
     """Remove a sweep's staged shards on the nodes that staged them, unless the config keeps them."""
     stage = load_config(args).stage
-    records = [json.loads(Path(r).read_text()) for r in args.records]
+    out = check_out(args.out, "--out", folder=False)
+    records = [read_json(r) for r in args.records]
     outcome = clean_sweep(records, stage.kept(args.launcher), args.launcher)
-    write_json_atomic(Path(args.out), outcome)
+    write_json_atomic(out, outcome)
     if outcome["kept"]:
         print(
             "staged shards kept (stage.keep, or off SLURM by default); `make clean-stage` removes them", file=sys.stderr

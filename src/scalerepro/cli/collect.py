@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from scalerepro.analysis.collect import collect
-from scalerepro.cli.common import expand
+from scalerepro.cli.common import check_out, expand
 
 DESCRIPTION = None
 
@@ -21,11 +20,12 @@ def arguments(s: argparse.ArgumentParser) -> None:
 
 def command(args: argparse.Namespace) -> None:
     """Logs -> tidy CSV tables."""
+    out = check_out(args.out, "--out", folder=True)
 
     def progress(done: int, total: int) -> None:
         if done == total or done % max(1, total // 20) == 0:
             print(f"collect: {done}/{total} runs", file=sys.stderr, flush=True)
 
-    counts = collect(expand(args.runs), expand(args.bench), Path(args.out), progress)
+    counts = collect(expand(args.runs), expand(args.bench), out, progress)
     for name, rows in counts.items():
         print(f"{name}: {rows} rows", file=sys.stderr)

@@ -1,11 +1,14 @@
 """What the commands share: configuration from the command line (``--config``, ``--config-json``, ``--set``
-and the flags that set one config key each), file patterns, progress lines."""
+and the flags that set one config key each), file patterns, progress lines, and the check that an output can be
+written, made before any work."""
 
 from __future__ import annotations
 
 import argparse
 import glob
+import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -103,3 +106,61 @@ def setting_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
         section, _, name = key.partition(".")
         out.setdefault(section, {})[name] = value
     return out
+
+
+def check_out(path: Path | str, flag: str, *, folder: bool) -> Path:
+    """``path``, given by ``flag``, once it is known it can be written: a folder (``folder``) that exists or is made
+    now, or a file that is not a folder and whose folder exists or is made now; in that folder a probe file is
+    created and removed. Otherwise a UserError naming the flag, the path, why and the fix. Call it before any
+    work, so a run never ends in an output it cannot write. Probes have unique names: ranks may check one path at
+    once."""
+    path = Path(path)
+    where = path if folder else path.parent
+    fix = (
+        "give a folder that can be written (made if absent)"
+        if folder
+        else "give a file in a folder that can be written (the folder is made if absent)"
+    )
+    if not folder and path.is_dir():
+        raise UserError(f"{flag} {path} is a folder, not a file; {fix}")
+    blocker = _file_at_or_above(where)
+    if blocker is not None:
+        what = "is a file, not a folder" if blocker == path else f"lies under {blocker}, a file"
+        raise UserError(f"{flag} {path} {what}; {fix}")
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(
+            f"{flag} {path}: cannot make the folder {exc.filename or where} ({exc.strerror}); {fix}"
+        ) from None
+    try:
+        handle, probe = tempfile.mkstemp(prefix=".scalerepro-probe-", dir=where)
+        os.close(handle)
+        Path(probe).unlink()
+    except OSError as exc:
+        raise UserError(f"{flag} {path}: cannot create a file in {where} ({exc.strerror}); {fix}") from None
+    return path
+
+
+def _file_at_or_above(path: Path) -> Path | None:
+    """The nearest existing path at or above ``path`` when it is not a folder (a file where a folder must go)."""
+    for at in (path, *path.parents):
+        if at.exists():
+            return None if at.is_dir() else at
+    return None
+
+
+def check_out_on_root(comm: Any, path: Path | str, flag: str, *, folder: bool) -> Path:
+    """:func:`check_out` on rank 0 of MPI communicator ``comm``, the rank that writes ``path``, before any
+    work (collective). Its outcome is broadcast, so a failure is the same UserError on every rank, marked
+    shared: printed once."""
+    error = None
+    if comm.rank == 0:
+        try:
+            check_out(path, flag, folder=folder)
+        except UserError as exc:
+            error = str(exc)
+    error = comm.bcast(error, root=0)
+    if error is not None:
+        raise UserError(error, shared=True)
+    return Path(path)

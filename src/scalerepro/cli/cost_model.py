@@ -8,6 +8,7 @@ import sys
 from scalerepro.cli.argtypes import at_least, positive
 from scalerepro.cli.common import (
     add_config_flags,
+    check_out,
     load_config,
     setting,
 )
@@ -50,6 +51,7 @@ def arguments(s: argparse.ArgumentParser) -> None:
 def command(args: argparse.Namespace) -> None:
     """Fit alpha/beta/gamma per algorithm from bench JSONs; print residuals; project ResNet-50 gradients."""
     cfg = load_config(args)
+    out = check_out(args.out, "--out", folder=False)
     paths, rows, gamma = bench_rows(args.bench)
     # auto is not one schedule (it picks per size), so it has no alpha-beta of its own
     algos = args.algos.split(",") if args.algos else sorted({r["algorithm"] for r in rows} - {"auto"})
@@ -62,7 +64,7 @@ def command(args: argparse.Namespace) -> None:
     print(format_fits(fits), file=sys.stderr)
     print(format_projection(chosen, topos, ranks, proj, args.bytes), file=sys.stderr)
     write_json_atomic(
-        args.out,
+        out,
         {
             "gamma_s_per_byte": gamma,
             "fits": [f.__dict__ for f in fits],

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import fields
-from pathlib import Path
 
 from scalerepro.cli.common import (
     add_config_flags,
+    check_out,
     load_config,
     progress,
 )
@@ -26,6 +26,6 @@ def command(args: argparse.Namespace) -> None:
     """Generate the synthetic dataset."""
     ds = load_config(args).dataset
     spec = SynthSpec(**{f.name: getattr(ds, f.name) for f in fields(SynthSpec) if hasattr(ds, f.name)})
-    root = Path(args.out) if args.out else Path(ds.root)
+    root = check_out(args.out or ds.root, "--out" if args.out else "dataset.root", folder=True)
     path = generate(spec, root, progress("make-dataset"))
     print(path)

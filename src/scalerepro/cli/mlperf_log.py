@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from scalerepro.analysis.mlperf import write_mllog
-from scalerepro.cli.common import expand
+from scalerepro.cli.common import check_out, expand
 from scalerepro.errors import UserError
 
 DESCRIPTION = (
@@ -39,5 +39,6 @@ def command(args: argparse.Namespace) -> None:
     runs = [Path(p).parent if Path(p).name == "run.json" else Path(p) for p in expand(args.runs)]
     if not runs:
         raise UserError(f"no run folder matches {args.runs}; give run folders or their run.json files")
+    out = check_out(args.out, "--out", folder=True)
     for run in runs:
-        print(f"{write_mllog(run, Path(args.out), args.org, args.status)}: from {run}", file=sys.stderr)
+        print(f"{write_mllog(run, out, args.org, args.status)}: from {run}", file=sys.stderr)

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from scalerepro.analysis.plots import plot_all
+from scalerepro.cli.common import check_out
 
 DESCRIPTION = None
 
@@ -19,5 +20,6 @@ def arguments(s: argparse.ArgumentParser) -> None:
 
 def command(args: argparse.Namespace) -> None:
     """Analysis tables -> figures."""
-    for path in plot_all(Path(args.analysis), Path(args.out)):
+    out = check_out(args.out, "--out", folder=True)
+    for path in plot_all(Path(args.analysis), out):
         print(path, file=sys.stderr)

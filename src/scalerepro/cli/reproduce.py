@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from scalerepro.analysis.reproduce import reproduce, tally
+from scalerepro.cli.common import check_out
 from scalerepro.papers import DEFAULT
 
 DESCRIPTION = (
@@ -46,5 +47,6 @@ def command(args: argparse.Namespace) -> None:
     command = (
         "scalerepro reproduce " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["reproduce"] else "scalerepro reproduce"
     )
-    table = reproduce(Path(args.analysis), Path(args.papers), Path(args.out), Path(args.csv), Path(args.json), command)
+    out, csv, as_json = (check_out(getattr(args, name), f"--{name}", folder=False) for name in ("out", "csv", "json"))
+    table = reproduce(Path(args.analysis), Path(args.papers), out, csv, as_json, command)
     print(f"{len(table)} claims: {tally(table)} -> {args.out}", file=sys.stderr)

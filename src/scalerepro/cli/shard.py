@@ -6,8 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from scalerepro.cli.argtypes import at_least
 from scalerepro.cli.common import (
     add_config_flags,
+    check_out,
     load_config,
     progress,
 )
@@ -31,7 +33,7 @@ def arguments(s: argparse.ArgumentParser) -> None:
     )
     s.add_argument(
         "--threads",
-        type=int,
+        type=at_least(1),
         metavar="N",
         help="packing threads (default: the CPUs this process may use, e.g. its SLURM allocation)",
     )
@@ -46,13 +48,14 @@ def command(args: argparse.Namespace) -> None:
             f"dataset folder {source} not found; set dataset.root/dataset.name (or --dataset), "
             "or generate the laptop dataset with `scalerepro make-dataset`"
         )
+    out = check_out(args.out, "--out", folder=True)
     splits = ["train", "val"] if args.split == "all" else [args.split]
     counts = {"train": cfg.shard.train_shards, "val": cfg.shard.val_shards}
     for split in splits:
         m = shard_split(
             source,
             split,
-            Path(args.out) / split,
+            out / split,
             counts[split],
             cfg.shard.seed,
             args.skip_bad,

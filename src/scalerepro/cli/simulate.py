@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from scalerepro.cli.argtypes import int_list
 from scalerepro.cli.common import (
     add_config_flags,
+    check_out,
     load_config,
 )
 from scalerepro.cli.simulation import (
@@ -60,9 +60,10 @@ def command(args: argparse.Namespace) -> None:
         for n in int_list(args.bytes, "--bytes")
         for algo in algos
     ]
+    out = check_out(args.out, "--out", folder=True)
     rows, skipped = simulate_points(points, "simulate", args.jobs)
     write_tables(
-        Path(args.out),
+        out,
         {"simulation": rows},
         {"platforms": [p.as_dict() for p in platforms], **shape, "skipped": skipped},
         "simulation.json",

@@ -10,6 +10,7 @@ from scalerepro import papers
 from scalerepro.cli.argtypes import at_least
 from scalerepro.cli.common import (
     add_config_flags,
+    check_out,
     load_config,
     setting,
 )
@@ -125,12 +126,13 @@ def command(args: argparse.Namespace) -> None:
             claims, platforms, bucket_mib, shape, sim.claims_max_ranks, sim.sensitivity, sim.claims_left_out
         )
     )
+    out = check_out(args.out, "--out", folder=True)
     rows, skipped = simulate_points(points, "simulate-scale", args.jobs)
     projections = {p.name: scale.Projection(rows, p, bucket_mib, sim.batch_per_rank) for p in platforms}
     steps = [s for proj in projections.values() for s in scale.steps(proj)]
     compared = published.judged(claims, projections, sim.claims_max_ranks, sim.claims_left_out)
     write_tables(
-        Path(args.out),
+        out,
         {
             "scale_points": rows,
             "scale": steps,

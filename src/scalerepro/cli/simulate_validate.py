@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from scalerepro.cli.common import add_config_flags, load_config
+from scalerepro.cli.common import add_config_flags, check_out, load_config
 from scalerepro.cli.simulation import bench_rows, bucket_mib_arg, jobs_arg, simulate_points, write_tables
 from scalerepro.errors import UserError
 from scalerepro.sim import validate
@@ -57,6 +57,7 @@ def _validate_bench(args: argparse.Namespace) -> None:
     _, rows, gamma = bench_rows(args.bench)
     machines = validate.machines(rows, gamma)
     kept = validate.measured(rows)
+    out = check_out(args.out, "--out", folder=True)
     simulated, skipped = simulate_points(validate.validation_points(kept, machines), "simulate-validate", args.jobs)
     if skipped:
         raise UserError(
@@ -66,7 +67,7 @@ def _validate_bench(args: argparse.Namespace) -> None:
     table = validate.table(kept, simulated)
     summary = validate.error_summary(table)
     write_tables(
-        Path(args.out),
+        out,
         {"validation": table, "validation_summary": summary},
         {"platforms": [v.as_dict() for v in machines.values()], "bar_bytes": validate.BAR_BYTES},
         "validation.json",
@@ -88,6 +89,7 @@ def _validate_published(args: argparse.Namespace) -> None:
     platforms = load_platforms(path)
     measurements = validate.load_measurements(path, platforms)
     points = validate.published_points(measurements, platforms)
+    out = check_out(args.out, "--out", folder=True)
     simulated, skipped = simulate_points(points, "simulate-validate", args.jobs)
     if skipped:
         raise UserError(f"simulate-validate: {skipped[0]['algorithm']} has no schedule: {skipped[0]['why']}")
@@ -95,7 +97,7 @@ def _validate_published(args: argparse.Namespace) -> None:
     summary = validate.published_summary(table)
     used = {m["platform"] for m in measurements}
     write_tables(
-        Path(args.out),
+        out,
         {"published": table, "published_summary": summary},
         {
             "platforms": [platforms[n].as_dict() for n in sorted(used)],

@@ -1,4 +1,8 @@
-"""``scalerepro stage``: copy shards into node memory, verified (run under mpiexec/srun)."""
+"""``scalerepro stage``: copy shards into node memory, verified (run under mpiexec/srun).
+
+This module imports nothing that starts MPI before :func:`command` starts it, so an argument or configuration
+error comes before MPI, the same on every rank, and is printed once (:func:`scalerepro.cli.main`).
+"""
 
 from __future__ import annotations
 
@@ -6,10 +10,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from scalerepro.cli.common import add_config_flags, load_config
-from scalerepro.data.stage import clean_on_nodes, describe, stage_on_nodes
+from scalerepro.cli.common import add_config_flags, check_out_on_root, load_config
+from scalerepro.distributed import start_mpi
 from scalerepro.io import write_json_atomic
-from scalerepro.mpi import on_root, world
 
 DESCRIPTION = "The first rank of each node copies; others wait. Verified shards already there are kept."
 
@@ -31,7 +34,10 @@ def arguments(s: argparse.ArgumentParser) -> None:
 def command(args: argparse.Namespace) -> None:
     """Stage shards into node memory (first rank per node copies)."""
     root = args.root or load_config(args).stage.root
-    comm = world()
+    comm = start_mpi()
+    from scalerepro.data.stage import clean_on_nodes, describe, stage_on_nodes  # these start MPI on import: only now
+    from scalerepro.mpi import on_root
+
     if args.clean:
         only = [f for f in args.only.split(",") if f] if args.only else None
         removed = clean_on_nodes(comm, root, only)
@@ -42,6 +48,8 @@ def command(args: argparse.Namespace) -> None:
             ),
         )
         return
+    if args.log:
+        check_out_on_root(comm, args.log, "--log", folder=False)
     record = stage_on_nodes(comm, [Path(d) for d in args.shards], root)
 
     def report() -> None:

@@ -36,10 +36,13 @@ they cost across two (measured: 9 against 56 us per ``yield``).
 from __future__ import annotations
 
 import math
+import os
 import sys
+import tempfile
 import time
 from collections import defaultdict, deque
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from typing import Any, cast
 
@@ -118,17 +121,48 @@ def shape_of(comm: Any) -> dict[str, Any]:
 
 
 def load_simgrid() -> Any:  # python3-simgrid ships no type information: its module and objects are Any here
-    """The simgrid module (Debian's, from its dist-packages if the venv lacks it); a one-line UserError if absent."""
-    try:
-        import simgrid
-    except ImportError:
-        if DEBIAN_DIST_PACKAGES not in sys.path:
-            sys.path.append(DEBIAN_DIST_PACKAGES)
+    """The simgrid module (Debian's, from its dist-packages if the venv lacks it); a one-line UserError if absent.
+
+    Importing it prints a line of SimGrid's configuration log (``[xbt_cfg/INFO] Configuration change: Set
+    'contexts/factory' to 'thread'``) before any engine exists to take a ``--log`` option, so ahead of every
+    message of the command; the import runs with that line held back (:func:`_without_config_lines`).
+    """
+    loaded = sys.modules.get("simgrid")
+    if loaded is not None:
+        return loaded
+    with _without_config_lines():
         try:
             import simgrid
         except ImportError:
-            raise UserError(f"SimGrid's Python module is not installed; run: {INSTALL}") from None
+            if DEBIAN_DIST_PACKAGES not in sys.path:
+                sys.path.append(DEBIAN_DIST_PACKAGES)
+            try:
+                import simgrid
+            except ImportError:
+                raise UserError(f"SimGrid's Python module is not installed; run: {INSTALL}") from None
     return simgrid
+
+
+CONFIG_LOG = b"[xbt_cfg/INFO]"  # SimGrid's configuration log at level INFO: the settings it takes, not problems
+
+
+@contextmanager
+def _without_config_lines() -> Iterator[None]:
+    """Inside, what is written to file descriptor 2 (stderr, where SimGrid's C++ log writes) is held in a
+    temporary file; after, it is written to stderr less SimGrid's :data:`CONFIG_LOG` lines."""
+    sys.stderr.flush()
+    with tempfile.TemporaryFile() as held:
+        saved = os.dup(2)
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            kept = b"".join(line for line in held.read().splitlines(keepends=True) if CONFIG_LOG not in line)
+            if kept:
+                os.write(2, kept)
 
 
 def _torus(sg: Any, dims: tuple[int, ...], platform: Platform) -> list[Any]:

@@ -7,9 +7,14 @@
 
 from snakemake.utils import min_version
 
-from scalerepro.config import validate_in_place
+from scalerepro.config import check_config_files, validate_in_place
 
 min_version("9.0")
+
+# Each config file read as the package reads one: a syntax error, an empty file or a key given twice is named with
+# its file and lines (Snakemake names no file and keeps the last of a repeated key). A --configfile that is not
+# YAML at all Snakemake itself refuses before this file runs.
+check_config_files(["config/config.yaml", *workflow.overwrite_configfiles])
 
 
 configfile: "config/config.yaml"

@@ -11,20 +11,22 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
+import re
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, fields
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-from jsonschema import Draft202012Validator, validators
+from jsonschema import Draft202012Validator, ValidationError, validators
 
 from scalerepro.comm.algorithms import ALGORITHMS, AUTO, check_config_grid
 from scalerepro.errors import UserError
-from scalerepro.io import read_yaml
+from scalerepro.io import load_yaml, parse_yaml
+from scalerepro.oversubscription import usable_cpus
 
 
 @dataclass(frozen=True)
@@ -253,6 +255,7 @@ class ClusterConfig:
     shard_cpus: int = 32
     shard_runtime_min: int = 240
     loader_images_per_s_per_cpu: float | None = None
+    max_nodes: int | None = None
 
     def nodes(self, ranks: int) -> int:
         """Nodes a run of ``ranks`` ranks takes."""
@@ -332,7 +335,7 @@ def schema(path: str | None = None) -> dict[str, Any]:
     """The configuration JSON schema (the packaged copy, or the file at ``path``), its algorithm names taken from
     the algorithm table (:data:`scalerepro.comm.algorithms.ALGORITHMS`, then ``auto``)."""
     source = resources.files("scalerepro").joinpath("schemas/config.schema.yaml") if path is None else Path(path)
-    doc: dict[str, Any] = yaml.safe_load(source.read_text())
+    doc: dict[str, Any] = parse_yaml(source.read_text(), str(source))
     doc["$defs"]["algorithm"]["enum"] = [*ALGORITHMS, AUTO]
     return doc
 
@@ -352,6 +355,30 @@ def _with_defaults(validator_class: Any) -> Any:
     return extend(validator_class, {"properties": set_defaults})
 
 
+def _finite_numbers(validator_class: Any) -> Any:
+    """A validator class whose ``type`` refuses NaN and infinity wherever a value is checked against a type: a
+    number key means a finite number (JSON Schema allows them, and every comparison with NaN is false, so
+    ``minimum`` and ``maximum`` let NaN through)."""
+    check_type = validator_class.VALIDATORS["type"]
+
+    def finite_type(validator: Any, types: Any, instance: Any, sub: Any) -> Iterator[Any]:
+        if _non_finite(instance):
+            yield ValidationError(f"{instance} is not a finite number")
+            return
+        yield from check_type(validator, types, instance, sub)
+
+    extend: Callable[..., Any] = validators.extend  # untyped in jsonschema's stubs
+    return extend(validator_class, {"type": finite_type})
+
+
+def _non_finite(value: Any) -> bool:
+    """NaN or an infinity (YAML's .nan, .inf, -.inf)."""
+    return isinstance(value, float) and not math.isfinite(value)
+
+
+VALIDATOR = _with_defaults(_finite_numbers(Draft202012Validator))
+
+
 def _key(path: Any) -> str:
     """Dotted key of a validation error's location."""
     return ".".join(str(p) for p in path) or "<top level>"
@@ -360,10 +387,10 @@ def _key(path: Any) -> str:
 def validate(raw: Mapping[str, Any], schema_path: str | None = None) -> dict[str, Any]:
     """Validate a copy of ``raw`` and fill defaults; raise UserError naming every bad key."""
     data: dict[str, Any] = json.loads(json.dumps(dict(raw)))
-    validator = _with_defaults(Draft202012Validator)(schema(schema_path))
+    validator = VALIDATOR(schema(schema_path))
     errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
     if errors:
-        lines = [_describe(e) for e in errors]
+        lines = dict.fromkeys(_describe(e) for e in errors)  # a non-finite value fails several keywords alike
         raise UserError("invalid configuration:\n  " + "\n  ".join(lines))
     _check_cross_fields(data)
     return data
@@ -379,9 +406,48 @@ def _describe(error: Any) -> str:
         return f"{', '.join(where)}: unknown key; allowed keys here: {', '.join(allowed)}"
     if error.validator == "enum":
         return f"{key}: {error.instance!r} is not one of {error.validator_value}"
+    if _non_finite(error.instance):
+        return (
+            f"{key}: {error.instance} is not a finite number; NaN and infinity (YAML .nan, .inf, -.inf) are refused "
+            "for every number: give a finite value"
+        )
+    hint = _number_as_text(error)
+    if hint:
+        return f"{key}: {error.instance!r} is text, not a number: {hint}"
     description = error.schema.get("description", "")
     hint = f" ({description.strip()})" if description else ""
     return f"{key}: {error.message}{hint}"
+
+
+def _as_float(value: Any) -> float | None:
+    """``value`` read by Python's float() when it is text that float() reads, else None."""
+    try:
+        return float(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
+EXPONENT = re.compile(r"([+-]?)(\d*)\.?(\d*)[eE]([+-]?)(\d+)")
+
+
+def _number_as_text(error: Any) -> str | None:
+    """For a number key given text that float() reads: why YAML read it as text and how to write it (None for
+    anything else). YAML 1.1 (PyYAML, which Snakemake and the CLI use) reads ``5e-5`` as text: an exponent needs
+    a dot in the number and a sign, as in ``5.0e-5``; ``1e6`` for a whole-number key is ``1000000``."""
+    types = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+    value = _as_float(error.instance)
+    if error.validator != "type" or value is None or not {"number", "integer"} & set(types):
+        return None
+    if not math.isfinite(value):
+        return "NaN and infinity are refused for every number: give a finite value"
+    match = EXPONENT.fullmatch(error.instance.strip())
+    if "number" not in types:
+        return f"YAML reads it as text; write the whole number {int(value)}" if value.is_integer() else None
+    if match is None:
+        return f"write {error.instance.strip()} without quotes"
+    sign, whole, fraction, exp_sign, exponent = match.groups()
+    written = f"{sign}{whole or 0}.{fraction or 0}e{exp_sign or '+'}{exponent}"
+    return f"YAML reads a number with an exponent only with a dot and a signed exponent; write {written}"
 
 
 def _check_cross_fields(data: Mapping[str, Any]) -> None:
@@ -396,9 +462,9 @@ def _check_cross_fields(data: Mapping[str, Any]) -> None:
         raise UserError(
             f"invalid configuration:\n  loader.crop_scale: [{low}, {high}] is not [min, max]; put the smaller first"
         )
-    _check_train(data)
     grids = train_grids(data["train"]) | {"bench": data["bench"]}
-    _check_placement(data["cluster"]["tasks_per_node"], {k: g["ranks"] for k, g in grids.items()})
+    _check_placement(data["cluster"], {k: g["ranks"] for k, g in grids.items()})  # before the variants: they
+    _check_train(data)  # repeat train's ranks, and an error there would be named as theirs
     if bench["min_bytes"] > bench["max_bytes"]:
         raise UserError(
             f"invalid configuration:\n  bench.min_bytes ({bench['min_bytes']}) exceeds "
@@ -480,14 +546,23 @@ def with_variant(data: Mapping[str, Any], name: str) -> dict[str, Any]:
     return validate({**data, "train": train})
 
 
-def _check_placement(per_node: int, ranks: Mapping[str, list[int]]) -> None:
-    """Every rank count fills whole nodes once it needs more than one."""
+def _check_placement(cluster: Mapping[str, Any], ranks: Mapping[str, list[int]]) -> None:
+    """Every rank count fills whole nodes once it needs more than one, and fits in cluster.max_nodes when set."""
+    per_node, max_nodes = cluster["tasks_per_node"], cluster["max_nodes"]
     for key, counts in ranks.items():
         bad = [r for r in counts if r > per_node and r % per_node]
         if bad:
             raise UserError(
                 f"invalid configuration:\n  {key}.ranks {bad} are not multiples of cluster.tasks_per_node "
                 f"({per_node}), so some node would be part-filled; use multiples of {per_node}"
+            )
+        most = per_node * max_nodes if max_nodes is not None else None
+        too_many = [r for r in counts if most is not None and r > most]
+        if too_many:
+            raise UserError(
+                f"invalid configuration:\n  {key}.ranks {too_many} exceed the {most} ranks one job can have: "
+                f"cluster.max_nodes ({max_nodes}) x cluster.tasks_per_node ({per_node}), so no launcher could "
+                f"place them; lower the rank counts to {most} at most, or raise cluster.max_nodes"
             )
 
 
@@ -564,13 +639,36 @@ def from_mapping(raw: Mapping[str, Any], schema_path: str | None = None, warn: b
 
 
 def check_sweep(data: Mapping[str, Any]) -> None:
-    """The workflow's own check: a fixed comm.grid holds every rank count the sweeps launch a grid algorithm at.
-    (A single launched command checks its grid against the ranks it was launched with instead.)"""
+    """The workflow's own check: a fixed comm.grid holds every rank count the sweeps launch a grid algorithm at
+    (a single launched command checks its grid against the ranks it was launched with instead); and, where
+    cluster.max_nodes does not say what the cluster holds, a warning for rank counts this machine could not run."""
     grids = train_grids(data["train"]) | {"bench": data["bench"]}
-    check_config_grid(
-        tuple(data["comm"]["grid"]),
-        {k: g["ranks"] for k, g in grids.items()},
-        {k: g["algorithms"] for k, g in grids.items()},
+    ranks = {k: g["ranks"] for k, g in grids.items()}
+    check_config_grid(tuple(data["comm"]["grid"]), ranks, {k: g["algorithms"] for k, g in grids.items()})
+    if data["cluster"]["max_nodes"] is None:
+        _warn_ranks_here(ranks, len(usable_cpus()))
+
+
+RANKS_PER_CORE = 4  # twice the laptop sweep's 2 per core (4 ranks on 2 cores), so the shipped sweeps plan quietly
+
+
+def _warn_ranks_here(ranks: Mapping[str, list[int]], cores: int) -> None:
+    """Warn when a sweep's rank count is more than RANKS_PER_CORE per core of this machine (``cores``): launched
+    here (mpiexec starts every rank on it), each rank would get a sliver of a core. The workflow cannot tell at
+    planning time whether its jobs will run here or on SLURM, so it warns rather than refuses; on a cluster,
+    cluster.max_nodes states what one job can have and is checked instead."""
+    over = {key: big for key, counts in ranks.items() if (big := [r for r in counts if r > RANKS_PER_CORE * cores])}
+    if not over:
+        return
+    named = "; ".join(f"{key}.ranks {counts}" for key, counts in over.items())
+    most = max(max(counts) for counts in over.values())
+    warnings.warn(
+        f"{named}: launched here (mpiexec starts every rank on this machine), {most:,} ranks would be "
+        f"{most // cores:,} per core of the {cores} cores here, above {RANKS_PER_CORE} per core (the laptop sweep "
+        "runs 2). Lower the rank counts, or, for a cluster, set cluster.max_nodes so the sweep is checked against "
+        "it instead",
+        ConfigWarning,
+        stacklevel=3,
     )
 
 
@@ -594,9 +692,7 @@ def from_layers(
         p = Path(path)
         if not p.is_file():
             raise UserError(f"config file {p} not found; pass an existing YAML file (e.g. config/config.yaml)")
-        raw = read_yaml(p, "config")
-        if not isinstance(raw, dict):
-            raise UserError(f"config file {p} must hold a mapping of sections, not {type(raw).__name__}")
+        raw = read_config_file(p)
     if inline:
         try:
             extra = json.loads(inline)
@@ -607,6 +703,29 @@ def from_layers(
         _merge(raw, extra)
     _merge(raw, overrides or {})
     return from_mapping(raw)
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """The sections of one config file, read as every project YAML file is (:func:`scalerepro.io.load_yaml`:
+    file, line and column of a syntax error, both lines of a key given twice); an empty file, or one that holds
+    no mapping, is refused naming it (an empty file is more likely a mistake than a wish for every default)."""
+    doc = load_yaml(path, "config")
+    if doc is None:
+        raise UserError(
+            f"config file {path} is empty (or only comments); give the sections it sets, e.g. `train: {{epochs: 2}}`"
+        )
+    if not isinstance(doc, dict):
+        raise UserError(f"config file {path} must hold a mapping of sections, not {type(doc).__name__}")
+    return doc
+
+
+def check_config_files(paths: Iterable[str | Path]) -> None:
+    """For the Snakefile, before Snakemake reads them: each config file that exists is read as
+    :func:`read_config_file` reads it, so a syntax error, an empty file or a key given twice is named with the file
+    and its lines (Snakemake's own reading names no file and keeps the last of a repeated key)."""
+    for path in paths:
+        if Path(path).is_file():
+            read_config_file(path)
 
 
 def _merge(raw: dict[str, Any], sections: Mapping[str, Any]) -> None:

@@ -62,19 +62,68 @@ def read_json(path: str | Path) -> dict[str, Any]:
 
 
 def read_yaml(path: Path | str, what: str) -> Any:
-    """A YAML file (``what`` says which, e.g. "platforms"); a missing file or a syntax error is a UserError naming
-    the file, and for a syntax error the line and column."""
+    """A YAML file (``what`` says which, e.g. "platforms"), ``{}`` when it is empty; errors as :func:`load_yaml`."""
+    return load_yaml(path, what) or {}
+
+
+def load_yaml(path: Path | str, what: str) -> Any:
+    """The one way the project reads a YAML file (``what`` says which, e.g. "config"): its document, or None when
+    it holds none (empty, or only comments). A missing file, a syntax error (with its line and column) and a key
+    given twice in one mapping (with both lines: YAML would silently keep the last) are each a UserError naming
+    the file."""
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{what} file {path} not found; it ships as config/{path.name}")
     try:
-        return yaml.safe_load(path.read_text()) or {}
+        text = path.read_text()
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: not valid YAML ({exc}); fix the file") from None
+    return parse_yaml(text, path)
+
+
+def parse_yaml(text: str, path: Path | str) -> Any:
+    """The YAML document in ``text``, read from ``path`` (named in errors), or None when it holds none; a syntax
+    error or a key given twice in one mapping is a UserError naming ``path`` and the lines."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _refuse_duplicate_keys(node, path)
+        return loader.construct_document(node)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         at = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise UserError(f"{path}{at}: not valid YAML ({exc.problem or exc.context}); fix the file there") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+    except yaml.YAMLError as exc:
         raise UserError(f"{path}: not valid YAML ({exc}); fix the file") from None
+    finally:
+        loader.dispose()
+
+
+def _refuse_duplicate_keys(root: yaml.Node, path: Path | str) -> None:
+    """A UserError naming the first key given twice in one mapping of the tree under ``root``: its dotted place
+    (list items by index) and both lines. Keys are the same when their text and resolved type are."""
+    todo: list[tuple[yaml.Node, str]] = [(root, "")]
+    seen: set[int] = set()  # an alias points at a node already walked
+    while todo:
+        node, where = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            todo.extend(reversed([(item, f"{where}{i}.") for i, item in enumerate(node.value)]))
+        if not isinstance(node, yaml.MappingNode):
+            continue
+        first: dict[tuple[str, str], yaml.Node] = {}
+        for key, _ in node.value:
+            earlier = first.setdefault((key.tag, str(key.value)), key)
+            if isinstance(key, yaml.ScalarNode) and earlier is not key:
+                raise UserError(
+                    f"{path}: key {where}{key.value} is given twice, at lines {earlier.start_mark.line + 1} "
+                    f"and {key.start_mark.line + 1}; YAML would keep only the second: delete one"
+                )
+        todo.extend(reversed([(value, f"{where}{key.value}.") for key, value in node.value]))
 
 
 def yaml_line(path: Path | str, *keys: str | int) -> int | None:

@@ -1,8 +1,10 @@
-"""Argument types that name the flag in their errors: whole numbers from a minimum, numbers above zero, lists."""
+"""Argument types that name the flag in their errors: whole numbers from a minimum, finite numbers (above zero),
+lists."""
 
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 
 from scalerepro.errors import UserError
@@ -23,12 +25,20 @@ def at_least(minimum: int) -> Callable[[str], int]:
     return parse
 
 
-def positive(text: str) -> float:
-    """An argparse type: a number above zero."""
+def finite(text: str) -> float:
+    """An argparse type: a finite number (float() reads 'nan', 'inf' and 'infinity' too; they are refused)."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number; NaN and infinity are refused")
+    return value
+
+
+def positive(text: str) -> float:
+    """An argparse type: a finite number above zero."""
+    value = finite(text)
     if not value > 0:
         raise argparse.ArgumentTypeError(f"{text!r}: give a number above 0")
     return value

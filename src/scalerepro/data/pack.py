@@ -7,10 +7,19 @@ index of its rows, so the loader decodes only the rows a crop needs
 (:mod:`scalerepro.data.jpegrows`); the manifest counts them.
 Real ImageNet's quirks are normalised: grayscale and CMYK JPEGs are
 re-encoded as RGB, a PNG named ``.JPEG`` is detected by its bytes and
-re-encoded; a file that does not decode, or whose header declares more
-pixels than ``max_pixels`` (``shard.max_pixels``, checked before decoding, in
-place of Pillow's own check), fails with its path, or with ``skip_bad`` is
-left out and listed in the manifest. Shards are written one
+re-encoded (a 16-bit one scaled to 8 bits). Every stored JPEG is checked
+with the loader's decoder at its strictness (:func:`loader_refuses`): an RGB
+JPEG that Pillow decodes but the loader would refuse (libjpeg's warnings:
+extraneous bytes before a marker, a scan shorter than its header declares)
+is re-encoded from Pillow's pixels, as ``repaired``. A file that does not
+decode, whose header declares more pixels than ``max_pixels``
+(``shard.max_pixels``, checked before decoding, in place of Pillow's own
+check), that is not a regular file (a FIFO, socket, device, folder or
+broken link named like an image; a link to a regular file is read) or whose
+name holds a control character (it would break the shard's newline-separated
+names) fails with its path, or with ``skip_bad`` is left out and listed in the
+manifest; a class folder with such a name is refused, ``skip_bad`` or not.
+Shards are written one
 at a time, each from a pool of threads (one per usable CPU, or ``--threads``),
 so memory is bounded by one shard, not the dataset. Each finished shard gets a
 record (``.shard-NNNNN.srs.done.json``); an interrupted run's retry keeps the
@@ -26,6 +35,8 @@ import csv
 import hashlib
 import io
 import json
+import os
+import stat
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -35,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import simplejpeg
 from PIL import Image, UnidentifiedImageError
 
 from scalerepro.data.jpegrows import add_row_restarts, jpegtran, with_row_index
@@ -67,12 +79,24 @@ class BadImage(Exception):
     """A source file that cannot be used; carries the reason."""
 
 
+def control_free(name: str) -> bool:
+    """Whether ``name`` holds no control character (newline, tab, ...: C0, DEL or C1); a shard stores its
+    records' source paths separated by newlines."""
+    return not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in name)
+
+
 def read_classes(root: Path) -> list[dict[str, Any]]:
     """Class index from ``train/<wnid>`` folders, names from ``LOC_synset_mapping.txt`` if present."""
     train = root / "train"
     if not train.is_dir():
         raise UserError(f"{root} has no train/ folder; expected the ImageNet layout train/<wnid>/*.JPEG")
     wnids = sorted(p.name for p in train.iterdir() if p.is_dir())
+    odd = [w for w in wnids if not control_free(w)]
+    if odd:
+        raise UserError(
+            f"class folder {str(train / odd[0])!r} has a control character (newline, tab, ...) in its name; "
+            "rename it (a class folder name must be one plain line)"
+        )
     if not wnids:
         raise UserError(f"{train} holds no class folders; expected train/<wnid>/*.JPEG")
     names: dict[str, str] = {}
@@ -104,8 +128,8 @@ def list_samples(root: Path, split: str, classes: list[dict[str, Any]]) -> list[
     samples: list[Sample] = []
     for wnid, label in known.items():
         class_dir = folder / wnid
-        files = sorted(p for p in class_dir.iterdir() if not p.is_dir()) if class_dir.is_dir() else []
-        images = [p for p in files if p.suffix.lower() in IMAGE_SUFFIXES]
+        entries = sorted(class_dir.iterdir()) if class_dir.is_dir() else []
+        images = [p for p in entries if p.suffix.lower() in IMAGE_SUFFIXES]  # whatever they are: read, or named
         if not images:
             raise UserError(f"class folder {class_dir} holds no images; remove the class or add its images")
         samples.extend(Sample(str(p.relative_to(root)), label) for p in images)
@@ -137,7 +161,7 @@ def _flat_samples(root: Path, folder: Path, known: dict[str, int]) -> list[Sampl
         )
     labels = read_solution(solution)
     samples = []
-    for p in sorted(q for q in folder.iterdir() if q.is_file() and q.suffix.lower() in IMAGE_SUFFIXES):
+    for p in sorted(q for q in folder.iterdir() if not q.is_dir() and q.suffix.lower() in IMAGE_SUFFIXES):
         wnid = labels.get(p.stem)
         if wnid is None:
             raise UserError(f"{p}: no row for {p.stem} in {solution}; add its label or remove the file")
@@ -149,36 +173,87 @@ def _flat_samples(root: Path, folder: Path, known: dict[str, int]) -> list[Sampl
     return samples
 
 
+def loader_refuses(data: bytes) -> str:
+    """Why the training loader's decoder refuses JPEG ``data``, or '' if it decodes it.
+
+    The loader decodes with ``simplejpeg`` (:func:`scalerepro.data.augment.decode_scaled`), which is strict:
+    libjpeg's warnings, which Pillow lets pass, are errors. They come from the entropy-coded data and the markers
+    around it, read whole at every DCT scale, so the 1/8 scale used here (the fastest) finds what a full-size
+    decode would."""
+    try:
+        simplejpeg.decode_jpeg(data, colorspace="RGB", min_factor=8)
+    except Exception as exc:  # the loader takes any of the decoder's errors as a damaged record; so does this
+        return f"{type(exc).__name__}: {exc}"
+    return ""
+
+
 def normalise(data: bytes, path: str, max_pixels: int = PILLOW_MAX_PIXELS) -> tuple[bytes, str]:
-    """RGB JPEG bytes for one file and what was done ('as-is', 'grayscale', 'cmyk', 'png', ...); BadImage if it
-    does not decode or its header declares more than ``max_pixels`` (checked before decoding)."""
-    if data.startswith(PNG_MAGIC):
-        kind = "png"
-    elif data.startswith(JPEG_MAGIC):
-        kind = "jpeg"
+    """RGB JPEG bytes for one file, which the loader's decoder accepts, and what was done ('as-is', 'grayscale',
+    'cmyk', 'png', 'repaired', ...); BadImage if it does not decode or its header declares more than
+    ``max_pixels`` (checked before decoding).
+
+    An RGB JPEG the loader's decoder accepts is kept byte for byte. One it refuses but Pillow decodes (a
+    libjpeg warning: extraneous bytes before a marker, a scan shorter than the header's size, whose missing
+    rows libjpeg fills in grey) is re-encoded from Pillow's pixels, as any other conversion is: the run then
+    trains on what a Pillow-based loader would have shown it, where refusing the file would lose an image the
+    source's own tools open (and stop the whole ``shard`` without ``--skip-bad``)."""
+    kind = _kind(data, path)
+    mode = _header_mode(data, path, max_pixels)
+    if kind == "jpeg" and mode == "RGB":
+        if not loader_refuses(data):
+            return data, "as-is"
+        label = "repaired"
     else:
-        raise BadImage(f"{path}: not a JPEG or PNG (first bytes {data[:8].hex()})")
+        label = "png" if kind == "png" else {"L": "grayscale", "CMYK": "cmyk"}.get(mode, f"mode-{mode}")
+    out = _reencode(data, path)
+    if why := loader_refuses(out):
+        raise BadImage(f"{path}: re-encoded as RGB, it still does not decode with the loader's decoder ({why})")
+    return out, label
+
+
+def _kind(data: bytes, path: str) -> str:
+    """'png' or 'jpeg' by the file's first bytes (not its name); BadImage for anything else."""
+    if data.startswith(PNG_MAGIC):
+        return "png"
+    if data.startswith(JPEG_MAGIC):
+        return "jpeg"
+    raise BadImage(f"{path}: not a JPEG or PNG (first bytes {data[:8].hex()})")
+
+
+def _header_mode(data: bytes, path: str, max_pixels: int) -> str:
+    """The image's mode from its header, after checking its declared size against ``max_pixels`` (no pixel is
+    decoded: the loader's decoder or the re-encoding decodes it next)."""
     try:
         img = Image.open(io.BytesIO(data))
-        mode = img.mode
-        width, height = img.size
-        if width * height > max_pixels:
-            raise BadImage(
-                f"{path}: {width} x {height} pixels ({width * height:,}) is above shard.max_pixels "
-                f"({max_pixels:,}); raise shard.max_pixels if the image is genuine"
-            )
-        if kind == "jpeg":
-            img.draft("RGB" if mode == "RGB" else mode, (32, 32))  # DCT-domain decode: fast full-stream check
-        img.load()
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
         raise BadImage(f"{path}: cannot be decoded ({exc})") from None
-    if kind == "jpeg" and mode == "RGB":
-        return data, "as-is"
-    full = Image.open(io.BytesIO(data)).convert("RGB")
+    width, height = img.size
+    if width * height > max_pixels:
+        raise BadImage(
+            f"{path}: {width} x {height} pixels ({width * height:,}) is above shard.max_pixels "
+            f"({max_pixels:,}); raise shard.max_pixels if the image is genuine"
+        )
+    return str(img.mode)
+
+
+def _reencode(data: bytes, path: str) -> bytes:
+    """The image decoded by Pillow, as RGB, re-encoded as JPEG (quality :data:`REENCODE_QUALITY`)."""
+    try:
+        rgb = _to_rgb(Image.open(io.BytesIO(data)))
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
+        raise BadImage(f"{path}: cannot be decoded ({exc})") from None
     out = io.BytesIO()
-    full.save(out, format="JPEG", quality=REENCODE_QUALITY)
-    label = "png" if kind == "png" else {"L": "grayscale", "CMYK": "cmyk"}.get(mode, f"mode-{mode}")
-    return out.getvalue(), label
+    rgb.save(out, format="JPEG", quality=REENCODE_QUALITY)
+    return out.getvalue()
+
+
+def _to_rgb(img: Image.Image) -> Image.Image:
+    """``img`` as 8-bit RGB. A 16-bit grayscale PNG (Pillow's mode 'I;16', 'I;16B', or 'I') is scaled to 8 bits
+    (v / 257, rounded: 65535 -> 255), where Pillow's own conversion clips every level above 255 to white."""
+    if img.mode.startswith("I"):
+        levels = np.clip(np.asarray(img, dtype=np.int64), 0, 65535)
+        return Image.fromarray(((levels + 128) // 257).astype(np.uint8), mode="L").convert("RGB")
+    return img.convert("RGB")
 
 
 def assign(samples: list[Sample], shards: int, seed: int) -> list[list[Sample]]:
@@ -242,6 +317,38 @@ class Packed:
     bad: str = ""
 
 
+FILE_KINDS = {
+    stat.S_IFIFO: "a named pipe (FIFO)",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFDIR: "a folder",
+}
+
+
+def read_regular(path: Path) -> bytes:
+    """The bytes of ``path`` if it is a regular file (or a link to one); else BadImage naming what it is or why it
+    cannot be read (a broken link: where it points). Nothing else is read as a file (a FIFO would block forever,
+    a device might never end); the open does not block and is checked again, in case the name was replaced after
+    the first look."""
+    try:
+        _check_regular(path, path.stat().st_mode)  # follows links
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as fh:
+            _check_regular(path, os.fstat(fd).st_mode)
+            return fh.read()
+    except OSError as exc:
+        link = f"; it is a symbolic link to {path.readlink()}" if path.is_symlink() else ""
+        raise BadImage(f"{path}: cannot be read ({exc.strerror}){link}") from None
+
+
+def _check_regular(path: Path, mode: int) -> None:
+    """BadImage naming what ``path`` is unless ``mode`` is a regular file's."""
+    if not stat.S_ISREG(mode):
+        what = FILE_KINDS.get(stat.S_IFMT(mode), "not a file")
+        raise BadImage(f"{path}: {what}, not a regular file (only regular files, or links to them, are read)")
+
+
 class _Packer:
     """Packs shards from samples on a pool of threads (reading, checking, re-encoding and jpegtran run in parallel;
     Pillow, hashlib and the jpegtran process release the GIL), tallying the source hash, conversions and skips.
@@ -274,10 +381,13 @@ class _Packer:
     def _prepare(self, sample: Sample) -> Packed:
         """Read, hash, check and normalise one source, then index its rows (jpegtran) where it can."""
         path = self.root / sample.relpath
+        if not control_free(sample.relpath):  # the shard's names are one a line
+            bad = f"{str(path)!r}: its name holds a control character (newline, tab, ...); rename it"
+            return Packed(sample, "", bad=bad)
         try:
-            raw = path.read_bytes()
-        except OSError as exc:  # unreadable, a dangling link, gone since it was listed
-            return Packed(sample, "", bad=f"{path}: cannot be read ({exc.strerror})")
+            raw = read_regular(path)
+        except BadImage as exc:
+            return Packed(sample, "", bad=str(exc))
         line = f"{sample.relpath}\0{len(raw)}\0{hashlib.sha256(raw).hexdigest()}\n"
         try:
             data, how = normalise(raw, str(path), self.max_pixels)

@@ -42,7 +42,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from scalerepro.data.gpudecode import EvalCrops, PackedCrops, TrainCrops, decode_batch
-from scalerepro.data.shards import ShardReader, node_shards, open_shards, read_manifest
+from scalerepro.data.shards import ShardReader, check_manifest, node_shards, open_shards, read_manifest
 from scalerepro.data.tensors import batch_tensor, normalise_into
 from scalerepro.errors import UserError
 from scalerepro.mpi import Layout
@@ -64,7 +64,9 @@ class ShardDataset:
     """The records of one split that live on this node, addressed by global sample id."""
 
     def __init__(self, folder: Path, node: int = 0, nodes: int = 1) -> None:
-        """Read the manifest and index this node's shards (their indexes read lazily, once per process)."""
+        """Read the manifest, check it against this node's shards (their footers:
+        :func:`~scalerepro.data.shards.check_manifest`) and index them (their indexes read lazily, once per
+        process)."""
         self.folder = Path(folder)
         self.manifest = read_manifest(self.folder)
         entries = self.manifest["shards"]
@@ -72,6 +74,7 @@ class ShardDataset:
         self.starts = np.concatenate([[0], np.cumsum(self.counts)])
         self.shards = node_shards(len(entries), node, nodes)
         self._entries = [entries[k] for k in self.shards]
+        check_manifest(self.folder, self.manifest, self._entries)
         self._readers: dict[int, ShardReader] | None = None
 
     def __getstate__(self) -> dict[str, Any]:

@@ -8,7 +8,12 @@ node's own folder, ``<stage.root>/<node>/``; the others wait. Free capacity
 for every split is checked before the first byte is copied. Each shard
 is copied to a temporary name, verified against the manifest's sha256 and
 only then renamed, so a half-copied shard is never taken as valid; a shard
-already present and verified is skipped, so a warm node starts fast.
+already present and verified is skipped, so a warm node starts fast. The
+manifest is checked against the shards first (their footers:
+:func:`~scalerepro.data.shards.check_manifest`), and the staged folder
+keeps only shards the manifest lists (one left from a sharding with more
+shards of the same source is removed), so the loader's check of the staged
+copy holds.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scalerepro.data.shards import MANIFEST, node_shards, open_shards, read_manifest, sha256_file
+from scalerepro.data.shards import MANIFEST, check_manifest, node_shards, open_shards, read_manifest, sha256_file
 from scalerepro.errors import UserError
 from scalerepro.io import write_json_atomic
 from scalerepro.mpi import agree, node_layout, this_node
@@ -110,13 +115,14 @@ class StagePlan:
 
 def plan_split(shard_dir: Path, root: str, node: int = 0, nodes: int = 1, name: str = "local") -> StagePlan:
     """What staging one split onto node ``node`` (called ``name``) of ``nodes`` needs (shard k goes to node
-    k mod nodes)."""
+    k mod nodes); the manifest checked against the shard folder first."""
     manifest = read_manifest(shard_dir)
     dest = staged_folder(root, manifest, name)
     mine = [manifest["shards"][k] for k in node_shards(len(manifest["shards"]), node, nodes)]
     present = [e for e in mine if _trusted(dest / e["file"], e)]
     missing = [e for e in mine if e not in present]
     _check_sources(Path(shard_dir), missing)
+    check_manifest(Path(shard_dir), manifest, mine)
     return StagePlan(Path(shard_dir), manifest, dest, present, missing)
 
 
@@ -150,6 +156,7 @@ def copy_split(plan: StagePlan) -> dict[str, Any]:
             raise UserError(f"{src} does not match its manifest entry (sha256/size); re-run `scalerepro shard`")
         tmp.replace(final)
         _record(final, entry)
+    _drop_unlisted(plan.dest, plan.manifest)
     shutil.copyfile(plan.shard_dir / MANIFEST, plan.dest / f".{MANIFEST}.partial")
     (plan.dest / f".{MANIFEST}.partial").replace(plan.dest / MANIFEST)
     return {
@@ -163,10 +170,25 @@ def copy_split(plan: StagePlan) -> dict[str, Any]:
     }
 
 
+def _drop_unlisted(dest: Path, manifest: dict[str, Any]) -> None:
+    """Remove staged shards (and their records) the manifest does not list: left from another sharding of the
+    same source, they would waste node memory and make the staged copy disagree with its manifest."""
+    listed = {e["file"] for e in manifest["shards"]}
+    for path in dest.glob("shard-*.srs"):
+        if path.name not in listed:
+            path.unlink()
+            _record_path(path).unlink(missing_ok=True)
+
+
 def stage_splits(
     shard_dirs: list[Path], root: str, node: int = 0, nodes: int = 1, name: str = "local"
 ) -> list[dict[str, Any]]:
     """Stage this node's shards of every split; capacity for all of them is checked before any copy."""
+    if not shard_dirs:
+        raise UserError(
+            "no shard folders to stage; give --shards with the shard folders (e.g. --shards "
+            "shards/train shards/val, each holding a manifest.json)"
+        )
     plans = [plan_split(d, root, node, nodes, name) for d in shard_dirs]
     check_capacity(plans[0].dest, sum(e["bytes"] for p in plans for e in p.missing))
     return [copy_split(p) for p in plans]
@@ -194,11 +216,12 @@ def clean(root: str, node: str, only: list[str] | None = None) -> list[str]:
 
 def verify_in_place(shard_dir: Path, node: int = 0, nodes: int = 1, trust: bool = False) -> None:
     """A split read where it lies (``train --no-stage``): this node's shards exist with their manifest sizes and
-    whole footers, and (unless ``trust``) their sha256 is the manifest's, as staging checks; else name the
-    shards and the fix."""
+    whole footers, the manifest agrees with the shards (:func:`~scalerepro.data.shards.check_manifest`), and
+    (unless ``trust``) their sha256 is the manifest's, as staging checks; else name the shards and the fix."""
     manifest = read_manifest(shard_dir)
     mine = [manifest["shards"][k] for k in node_shards(len(manifest["shards"]), node, nodes)]
     _check_sources(shard_dir, mine)
+    check_manifest(shard_dir, manifest, mine)
     open_shards(shard_dir, mine)  # each footer and index
     if trust:
         return

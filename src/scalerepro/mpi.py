@@ -149,18 +149,21 @@ def library_version() -> str:
 
 
 def on_root(comm: MPI.Intracomm, fn: Callable[[], T]) -> T | None:
-    """Run a side effect on rank 0 only; an error there is raised on every rank."""
+    """Run a side effect on rank 0 only; an error there is raised on every rank (a UserError as one shared error,
+    printed once)."""
     result, error = None, None
     if comm.rank == 0:
         try:
             result = fn()
         except Exception as exc:  # re-raised below, on all ranks
             error = exc
-    failed = comm.bcast(None if error is None else f"{type(error).__name__}: {error}", root=0)
-    if error is not None:
-        raise error
-    if failed is not None:
-        raise UserError(f"rank 0 failed: {failed}")
+    user = str(error) if isinstance(error, UserError) else None
+    other = f"{type(error).__name__}: {error}" if error is not None and user is None else None
+    user, other = comm.bcast((user, other), root=0)
+    if error is not None and user is None:
+        raise error  # with its traceback, on rank 0; the other ranks stop with the shared line below
+    if user is not None or other is not None:
+        raise UserError(user if user is not None else f"rank 0 failed: {other}", shared=True)
     return result
 
 
@@ -176,5 +179,5 @@ def agree(comm: MPI.Intracomm, fn: Callable[[], T]) -> T:
     bad = [(r, e) for r, e in enumerate(errors) if e is not None]
     if bad:
         rank, message = bad[0]
-        raise UserError(message if comm.size == 1 else f"rank {rank}: {message}")
+        raise UserError(message if comm.size == 1 else f"rank {rank}: {message}", shared=True)
     return cast(T, result)  # fn returned on every rank

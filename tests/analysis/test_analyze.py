@@ -111,6 +111,8 @@ def _fake_run(folder, algo, world, top1s, ips):
                 "metadata": {"epoch_num": epoch, "top5": 1.0, "samples": 200},
             }
         )
+    stop = {"status": "success", "target_top1": 0.7}
+    ev.append({"key": "run_stop", "time_ms": t + 600, "event_type": "INTERVAL_END", "value": None, "metadata": stop})
     (folder / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in ev))
     record = {
         "algorithm": algo,
@@ -118,7 +120,7 @@ def _fake_run(folder, algo, world, top1s, ips):
         "status": "success",
         "seconds": 40.0,
         "hosts": ["h"] * world,
-        "final": {"top1": top1s[-1]},
+        "final": {"epoch": len(top1s) - 1, "top1": top1s[-1], "top5": 1.0},
         "config": {
             "train": {
                 "model": "resnet8",

@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -201,3 +202,41 @@ def test_the_supervisor_starts_without_torch_or_mpi():
     """One supervisor per training job runs beside ranks importing torch on the same cores: it imports neither."""
     check = "import sys, scalerepro.train.supervise; print(sorted({'torch', 'mpi4py.MPI'} & set(sys.modules)))"
     assert subprocess.run([sys.executable, "-c", check], capture_output=True, text=True).stdout.strip() == "[]"
+
+
+def test_the_job_is_stopped_when_the_process_that_started_it_ends(tmp_path, capsys):
+    """Snakemake killed with kill -9 leaves its shell running: the supervisor, watching it, stops the launcher,
+    whose ranks checkpoint and exit 128+SIGTERM, and says how to go on."""
+    from scalerepro.train.supervise import supervise
+
+    starter = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    trainer = "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: sys.exit(143)); time.sleep(300)"
+    timer = threading.Timer(1.0, starter.kill)
+    timer.start()
+    begun = time.monotonic()
+    try:
+        code = supervise([sys.executable, "-c", trainer], tmp_path, starter_pid=starter.pid)
+    finally:
+        timer.cancel()
+        starter.kill()
+        starter.wait()
+    assert code == 128 + signal.SIGTERM
+    assert time.monotonic() - begun < 15
+    err = capsys.readouterr().err
+    assert f"the process that started this job (pid {starter.pid}, e.g. Snakemake) has ended" in err
+    assert "the training was checkpointed and stopped" in err
+
+
+def test_a_run_folder_held_by_a_trainer_is_refused_before_the_launch(tmp_path):
+    from tests.train.test_runfolder import HOLD
+
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        proc = supervise_cli(tmp_path, "30", f"open({str(tmp_path / 'launched')!r}, 'w')")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert proc.returncode == 2
+    assert f"the run folder {tmp_path} is in use by another trainer (pid {holder.pid} on " in proc.stderr
+    assert not (tmp_path / "launched").exists()

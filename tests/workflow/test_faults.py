@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -82,7 +83,7 @@ def test_failed_training_job_is_retried_and_resumes_from_its_checkpoint(tmp_path
     assert "scalerepro supervise" not in second
     record = json.loads((run / "run.json").read_text())
     assert record["resumed"]
-    assert record["final"]["epoch"] == 5
+    assert record["final"]["epoch"] == 9
     keys = [e["key"] for e in read_events(run / "events.jsonl")]
     assert keys.count("run_start") == 1
     assert keys.count("run_resume") == 1
@@ -93,7 +94,9 @@ def test_failed_training_job_is_retried_and_resumes_from_its_checkpoint(tmp_path
 @pytest.mark.slow
 def test_killed_workflow_reruns_only_the_unfinished_run_and_resumes_it(tmp_path):
     wf = workflow_copy(tmp_path)
-    (wf / "f.yaml").write_text(yaml.safe_dump(fault_config(tmp_path, [1, 2])))
+    cfg = fault_config(tmp_path, [1, 2])
+    cfg["train"]["epochs"] = 10  # long enough for a second trainer to start while the first trains
+    (wf / "f.yaml").write_text(yaml.safe_dump(cfg))
     runs = {n: wf / RUN.format(ranks=n) for n in (1, 2)}
     targets = [f"{RUN.format(ranks=n)}/run.json" for n in runs]
     proc = start(wf, *targets)
@@ -103,15 +106,31 @@ def test_killed_workflow_reruns_only_the_unfinished_run_and_resumes_it(tmp_path)
         return len(done) == 1 and mid_epoch(runs[3 - done[0]])
 
     wait_for(proc, one_done_other_mid_epoch, "one finished run and the other mid-epoch")
-    os.killpg(proc.pid, signal.SIGKILL)  # snakemake, the job's shell and mpiexec at once
-    proc.communicate(timeout=60)
     finished = next(n for n, r in runs.items() if (r / "run.json").exists())
     cut = runs[3 - finished]
+    kept = {name: (runs[finished] / name).read_bytes() for name in ("run.json", "events.jsonl")}
+
+    # A second trainer on the folder the workflow is training in: refused, naming the first.
+    train = ("train", "--config", "f.yaml", "--algo", "ring", "--shards", "results/shards", "--out", str(cut))
+    second = subprocess.run(
+        [sys.executable, "-m", "scalerepro.cli", *train],
+        cwd=wf,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert second.returncode == 2, second.stderr[-3000:]
+    assert f"the run folder {cut} is in use by another trainer (pid " in second.stderr
+
+    # kill -9 of Snakemake alone (a dropped login, the OOM killer): its job's shell lives on, but not the training.
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=120)
     ranks = [p["pid"] for p in json.loads((cut / "ranks.json").read_text())["ranks"]]
     assert gone(ranks, within_s=30), f"ranks {ranks} outlived the killed workflow"
+    assert "the process that started this job" in (cut / "attempts.log").read_text()
     assert not (cut / "run.json").exists()
     assert not (cut / "events.jsonl").exists()
-    stamp = (runs[finished] / "run.json").stat().st_mtime_ns
 
     plan = snakemake(wf, *targets, "-n", "--profile", "workflow/profiles/laptop", "--configfile", "f.yaml")
     assert plan.returncode == 0, plan.stdout[-3000:] + plan.stderr[-3000:]
@@ -126,7 +145,7 @@ def test_killed_workflow_reruns_only_the_unfinished_run_and_resumes_it(tmp_path)
     output, _ = again.communicate(timeout=600)
     print(f"killed workflow: the rerun finished the interrupted run in {time.monotonic() - t0:.1f} s")
     assert again.returncode == 0, output[-4000:]
-    assert (runs[finished] / "run.json").stat().st_mtime_ns == stamp
+    assert {name: (runs[finished] / name).read_bytes() for name in kept} == kept
     record = json.loads((cut / "run.json").read_text())
     assert record["resumed"]
-    assert record["final"]["epoch"] == 5
+    assert record["final"]["epoch"] == 9

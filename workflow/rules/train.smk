@@ -33,11 +33,12 @@ rule train:
     shell:
         # Every attempt's output is appended to the run folder's attempts.log (Snakemake removes
         # {log} before a retry); `supervise` names the rank that died, the step and the checkpoint,
-        # and stops a launch whose ranks have not started (MPI_Init stuck) after comm.timeout_s.
+        # stops a launch whose ranks have not started (MPI_Init stuck) after comm.timeout_s, and
+        # stops the training (the ranks checkpoint) if the Snakemake that runs this shell ($PPID) ends.
         '(echo "== train job on $(hostname) at $(date -u +%FT%TZ)"'
         " && {params.stage_launch} scalerepro stage --config-json {params.cfg:q}"
         " --shards {params.train} {params.val} --log {output.stage}"
-        " && scalerepro supervise --run-dir {params.out} --start-timeout {params.start} --"
+        " && scalerepro supervise --run-dir {params.out} --start-timeout {params.start} --watch $PPID --"
         " {params.launch} -n {wildcards.ranks} scalerepro train --config-json {params.cfg:q}"
         " --set train.bn_group={wildcards.bn} --set train.seed={wildcards.seed} --rep {wildcards.rep}"
         " --variant {wildcards.variant}"

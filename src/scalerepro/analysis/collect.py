@@ -19,7 +19,7 @@ from scalerepro.comm import benchfile
 from scalerepro.config import run_id
 from scalerepro.errors import UserError
 from scalerepro.io import read_json
-from scalerepro.train.events import read_events
+from scalerepro.train.runfolder import finished_run
 
 TABLES = ("runs", "epochs", "evals", "steps", "bench")
 
@@ -61,8 +61,10 @@ def training_clock(events: list[dict[str, Any]]) -> tuple[Callable[[dict[str, An
 
 def run_tables(run_json: Path) -> dict[str, list[dict[str, Any]]]:
     """Rows of every table for one training run."""
-    record = read_json(run_json)
-    events = read_events(Path(run_json).parent / "events.jsonl")
+    run = finished_run(Path(run_json).parent)
+    if run is None:
+        raise UserError(f"{run_json}: no events.jsonl beside it; the run has not finished (rerun its train job)")
+    record, events = run
     keys = grid_point(record)
     elapsed, downtime = training_clock(events)
     first_epoch = next((e for e in events if e["key"] == "epoch_start"), None)

@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from scalerepro.analysis.collect import grid_point
-from scalerepro.io import read_json, write_text_atomic
-from scalerepro.train.events import NAMESPACE, read_events
+from scalerepro.errors import UserError
+from scalerepro.io import write_text_atomic
+from scalerepro.train.events import NAMESPACE
+from scalerepro.train.runfolder import finished_run
 
 PREFIX = ":::MLLOG "
 
@@ -51,16 +53,20 @@ def submission(record: dict[str, Any], time_ms: int, org: str, status: str) -> l
     ]
 
 
-def mllog(run_dir: Path, record: dict[str, Any], org: str = "scalerepro", status: str = "research") -> list[str]:
-    """Every line of the MLPerf log of the run in ``run_dir`` (``record``: its run.json)."""
-    events = read_events(run_dir / "events.jsonl")
+def mllog(run_dir: Path, org: str = "scalerepro", status: str = "research") -> tuple[dict[str, Any], list[str]]:
+    """The run record of the run that finished in ``run_dir`` and every line of its MLPerf log (its files
+    checked against each other: :func:`scalerepro.train.runfolder.finished_run`)."""
+    run = finished_run(run_dir)
+    if run is None:
+        raise UserError(f"{run_dir} holds no finished run (run.json and events.jsonl); rerun its train job")
+    record, events = run
     head = submission(record, events[0]["time_ms"] if events else 0, org, status)
-    return [PREFIX + json.dumps(e, sort_keys=True) for e in head + events]
+    return record, [PREFIX + json.dumps(e, sort_keys=True) for e in head + events]
 
 
 def write_mllog(run_dir: Path, out_dir: Path, org: str = "scalerepro", status: str = "research") -> Path:
     """Write the run's MLPerf log as ``out_dir/<run id>.txt`` (atomically); its path."""
-    record = read_json(run_dir / "run.json")
+    record, lines = mllog(run_dir, org, status)
     out = Path(out_dir) / f"{grid_point(record)['run']}.txt"
-    write_text_atomic(out, "\n".join(mllog(run_dir, record, org, status)) + "\n")
+    write_text_atomic(out, "\n".join(lines) + "\n")
     return out

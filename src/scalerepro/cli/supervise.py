@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+import os
 
 from scalerepro.cli.argtypes import positive
+from scalerepro.cli.common import check_out
 from scalerepro.errors import UserError
 from scalerepro.train.supervise import supervise
 
@@ -27,6 +28,13 @@ def arguments(s: argparse.ArgumentParser) -> None:
         help="stop the launcher (exit 124) when its ranks have not started, i.e. rank 0 wrote no ranks.json, "
         "within S seconds (the train rule passes comm.timeout_s; default: wait as long as the launcher runs)",
     )
+    s.add_argument(
+        "--watch",
+        type=int,
+        metavar="PID",
+        help="stop the launcher (the ranks checkpoint) when process PID ends, so no job outlives what started it "
+        "(the train rule passes Snakemake's pid; default: this command's parent; 1 or less: watch nothing)",
+    )
     s.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the launcher line to run")
 
 
@@ -38,7 +46,9 @@ def command(args: argparse.Namespace) -> int:
             "no command given; e.g. scalerepro supervise --run-dir DIR -- mpiexec -n 2 scalerepro train ..."
         )
     try:
-        return supervise(cmd, Path(args.run_dir), args.start_timeout)
+        run_dir = check_out(args.run_dir, "--run-dir", folder=True)
+        starter = os.getppid() if args.watch is None else args.watch
+        return supervise(cmd, run_dir, args.start_timeout, starter)
     except FileNotFoundError:
         raise UserError(
             f"{cmd[0]}: command not found; is the launcher on PATH (mpiexec from the mpich wheel, or srun)?"

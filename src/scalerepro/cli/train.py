@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
-from scalerepro.cli.common import add_config_flags, load_config
+from scalerepro.cli.common import add_config_flags, check_out, load_config
 from scalerepro.comm.algorithms import select
 from scalerepro.distributed import start_mpi
 from scalerepro.errors import UserError
+from scalerepro.train.runfolder import StopSignals
 
 DESCRIPTION = "Synchronous SGD over the chosen all-reduce; JSON-lines events + run.json in --out."
 
@@ -54,8 +56,9 @@ def arguments(s: argparse.ArgumentParser) -> None:
 def command(args: argparse.Namespace) -> int:
     """Run (or resume) one training run on all ranks; 128 + signal after a preemption checkpoint (a finished
     run's ranks exit here, see :func:`scalerepro.mpi.exit_now`)."""
+    signals = StopSignals()  # first: a stop signal while the run starts stops it at its first step
     cfg = load_config(args).for_variant(args.variant)
-    _check_out_folder(Path(args.out))
+    check_out(args.out, "--out", folder=True)  # on every rank, before MPI: the same folder, the same answer
     world = start_mpi(cfg.train.emulate_nodes)  # this module imports nothing that starts MPI before this
     from scalerepro.mpi import block_ordered, exit_now, on_root
     from scalerepro.train.checkpoint import Preempted
@@ -77,21 +80,21 @@ def command(args: argparse.Namespace) -> int:
         repetition=args.rep,
     )
     try:
-        record = train(spec, block_ordered(world) if cfg.train.emulate_nodes > 1 else world)
+        record = train(spec, block_ordered(world) if cfg.train.emulate_nodes > 1 else world, signals)
     except Preempted as exc:
         message = f"scalerepro train: {exc}"
         on_root(world, lambda: print(message, file=sys.stderr, flush=True))
         return 128 + exc.signum
-    final = record["final"] or {}
-    on_root(
-        world,
-        lambda: print(
-            f"train {spec.algorithm.name} x{record['world_size']}: top-1 {final.get('top1', float('nan')):.3f} after "
-            f"{record['config']['train']['epochs']} epochs, {record['seconds']:.1f} s, status {record['status']}",
-            file=sys.stderr,
-        ),
-    )
+    on_root(world, lambda: print(summary(record), file=sys.stderr))
     return exit_now(0)  # the run's files are written and closed: skip tearing torch down on every rank
+
+
+def summary(record: dict[str, Any]) -> str:
+    """One line on a run's outcome."""
+    final = record["final"]
+    head = f"train {record['algorithm']} x{record['world_size']}: "
+    accuracy = f"top-1 {final['top1']:.3f} after {final['epoch'] + 1} epochs" if final else "not evaluated"
+    return f"{head}{accuracy}, {record['seconds']:.1f} s, status {record['status']}"
 
 
 def _staged_dir(shards: Path, split: str, stage_root: str, direct: bool) -> Path:
@@ -110,13 +113,3 @@ def _staged_dir(shards: Path, split: str, stage_root: str, direct: bool) -> Path
             "in the same allocation first (or pass --no-stage to read the shard folder)"
         )
     return dest
-
-
-def _check_out_folder(out: Path) -> None:
-    """A UserError unless ``out`` is a folder or can be made one (no file in its place or above it)."""
-    for at in (out, *out.parents):
-        if at.exists():
-            if not at.is_dir():
-                what = "is a file" if at == out else f"lies under {at}, a file"
-                raise UserError(f"--out {out} {what}, not a folder; give a folder for the run (made if absent)")
-            return

@@ -30,6 +30,7 @@ referenced then is an error, not silent corruption.
 from __future__ import annotations
 
 import ctypes
+import functools
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -293,9 +294,11 @@ class Batches:
     On the CPU each is valid until the one after next is drawn.
     """
 
-    def __init__(self, loader: DataLoader[Filled], pool: BatchPool, device: torch.device) -> None:
-        """Wrap a DataLoader over a :class:`BatchDataset` filling ``pool``."""
-        self.loader, self.pool = loader, pool
+    def __init__(
+        self, loader: DataLoader[Filled], pool: BatchPool, device: torch.device, shield: tuple[signal.Signals, ...]
+    ) -> None:
+        """Wrap a DataLoader over a :class:`BatchDataset` filling ``pool``; its workers ignore ``shield``."""
+        self.loader, self.pool, self.shield = loader, pool, shield
         self.outputs = Outputs(tuple(pool.buffers[0].shape), device)
         self.unpooled = 0  # batches of the last pass that were built outside the pool
 
@@ -303,9 +306,19 @@ class Batches:
         """Number of batches."""
         return len(self.loader)
 
+    def _start(self) -> Iterator[Filled]:
+        """Start the pass's workers with the shielded signals blocked: a worker forked before its init function
+        has run would otherwise die of a signal meant for the rank (it arrives pending and is dropped once the
+        worker ignores it); here the rank's own handler gets it once the workers are started."""
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, self.shield)
+        try:
+            return iter(self.loader)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
     def __iter__(self) -> Iterator[Batch]:
         """Ask for batch b, normalise it out of its uint8 slot onto the device, and give the slot back."""
-        it, self.unpooled, size = iter(self.loader), 0, self.pool.buffers[0].shape[-1]
+        it, self.unpooled, size = self._start(), 0, self.pool.buffers[0].shape[-1]
         for b in range(len(self.loader)):
             filled = next(it)
             if filled.error:
@@ -343,15 +356,18 @@ def batches(
     drop_last: bool,
     prefetch: int = 2,
     device: torch.device | None = None,
+    shield: tuple[signal.Signals, ...] = (),
 ) -> Batches:
     """Batches of ``ids`` in order (shuffling is :func:`epoch_indices`'s), built in ``workers`` processes and
     normalised on ``device`` (default: the CPU). A crop pipeline (:class:`TrainCrops`, :class:`EvalCrops`) has
-    the workers hand compressed crops, which are decoded on ``device`` (``loader.decode: gpu``).
+    the workers hand compressed crops, which are decoded on ``device`` (``loader.decode: gpu``). The workers
+    ignore the signals of ``shield`` (those the caller turns into a clean stop) from the moment they exist.
 
     On the CPU a batch is valid until the one after next is drawn (its buffer
     is then refilled); keeping it longer raises, so ``clone()`` what you keep.
     """
-    extra: dict[str, Any] = {"prefetch_factor": prefetch, "worker_init_fn": _init_worker} if workers else {}
+    init = functools.partial(_init_worker, shield)
+    extra: dict[str, Any] = {"prefetch_factor": prefetch, "worker_init_fn": init} if workers else {}
     chunks = split_batches(ids, batch, drop_last)
     rows = 1 if isinstance(pipeline, TrainCrops | EvalCrops) else min(batch, len(ids)) or 1  # crops: pool unused
     pool = BatchPool(workers * prefetch + 1, (rows, 3, size, size), shared=workers > 0)
@@ -362,21 +378,23 @@ def batches(
         num_workers=workers,
         **extra,
     )
-    return Batches(loader, pool, device or torch.device("cpu"))
+    return Batches(loader, pool, device or torch.device("cpu"), shield)
 
 
-def _init_worker(_worker_id: int) -> None:
-    """A worker normalises with one torch thread (the workers are the parallelism), ignores stop signals and
-    dies with its rank.
+def _init_worker(shield: tuple[signal.Signals, ...], _worker_id: int) -> None:
+    """A worker normalises with one torch thread (the workers are the parallelism), ignores the signals of
+    ``shield`` and dies with its rank.
 
-    SLURM signals every process of a job step; the training process turns SIGTERM/SIGUSR1 into a
-    checkpoint, and its workers must live until it has written it (they exit with it). If the rank
+    SLURM signals every process of a job step, and Ctrl-C every process of the terminal's group; the
+    training process turns those signals into a checkpoint, and its workers must live until it has
+    written it (they exit with it). If the rank
     itself is killed, the kernel kills its workers at once (PR_SET_PDEATHSIG): torch only notices
     a dead parent every 5 s, and the launcher waits for the orphans' output pipes before it ends the job.
     """
     torch.set_num_threads(1)
-    for s in (signal.SIGTERM, signal.SIGUSR1):
+    for s in shield:
         signal.signal(s, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, shield)  # blocked by the parent while it forked this worker
     _die_with_parent()
 
 

@@ -15,10 +15,8 @@ import io
 import signal
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
-import numpy as np
 import torch
 from mpi4py import MPI
 from torch import nn
@@ -26,7 +24,6 @@ from torch import nn
 from scalerepro.errors import UserError
 from scalerepro.io import write_bytes_atomic
 from scalerepro.mpi import node_comm
-from scalerepro.train.runfolder import STOP_SIGNALS
 
 
 @dataclass
@@ -158,33 +155,6 @@ def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             out[f"{prefix}{k}"] = v
     return out
-
-
-class StopSignals:
-    """Records SIGTERM/SIGUSR1 (SLURM's preemption and time-limit warnings) instead of dying at once."""
-
-    def __init__(self) -> None:
-        """Install the handlers (restored by ``restore``)."""
-        self.received: int | None = None
-        self._previous = {s: signal.signal(s, self._handle) for s in STOP_SIGNALS}
-
-    def _handle(self, signum: int, _frame: FrameType | None) -> None:
-        """Remember the signal; the loop stops at the next step boundary."""
-        self.received = signum
-
-    def agreed(self, reduce: Any) -> int:
-        """Collective (``reduce`` sums an int64 array over the ranks): a signal some rank received, or 0."""
-        flags = np.zeros(len(STOP_SIGNALS), dtype=np.int64)
-        if self.received is not None:
-            flags[STOP_SIGNALS.index(self.received)] = 1
-        reduce(flags)
-        hit = np.flatnonzero(flags)
-        return int(STOP_SIGNALS[hit[0]]) if hit.size else 0
-
-    def restore(self) -> None:
-        """Put the previous handlers back."""
-        for s, handler in self._previous.items():
-            signal.signal(s, handler)
 
 
 class Preempted(Exception):

@@ -4,19 +4,23 @@ Each line has the MLLOG fields ``namespace``, ``time_ms``, ``event_type``
 (INTERVAL_START, INTERVAL_END or POINT_IN_TIME), ``key``, ``value`` and
 ``metadata``. The log is written to ``<path>.partial`` while the run goes and
 renamed to ``<path>`` only when the run finishes, so a crashed run leaves
-its log for inspection but never one that looks complete.
+its log for inspection but never one that looks complete. A resumed run
+continues the partial log only once its caller has checked that the log
+covers the checkpoint (:meth:`EventLog.gap`): a log that lost steps the
+checkpoint holds would give a run that looks whole and is not.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from scalerepro.errors import UserError
-from scalerepro.io import write_text_atomic
+from scalerepro.io import FULL, write_text_atomic
 
 NAMESPACE = "scalerepro"
 
@@ -25,16 +29,50 @@ class EventLog:
     """Append-only JSON-lines events; a no-op on ranks other than 0."""
 
     def __init__(self, path: Path, enabled: bool, resume: bool = False) -> None:
-        """Open ``path``.partial for writing when enabled; when resuming, keep the earlier segments' events."""
+        """Open ``path``.partial for writing when enabled; when resuming, nothing is opened or changed until
+        :meth:`reopen` (events emitted before are dropped)."""
         self.path = Path(path)
         self.partial = self.path.with_name(self.path.name + ".partial")
+        self.enabled = enabled
         self._fh: TextIO | None = None
-        if enabled:
+        if enabled and not resume:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            if resume:
-                self._carry_over()
-            # Open for the whole run (not a with-block): finish() publishes it, close() abandons it.
-            self._fh = self.partial.open("a" if resume else "w", buffering=1)
+            self._open("w")
+
+    def _open(self, mode: str) -> None:
+        """Open the partial log for the whole run (not a with-block): finish() publishes it, close() abandons it."""
+        try:
+            self._fh = cast(TextIO, self.partial.open(mode, buffering=1))
+        except OSError as exc:
+            raise UserError(f"cannot write the event log {self.partial}: {exc.strerror}; {_fix(exc)}") from None
+
+    def gap(self, step: int) -> str | None:
+        """Why the earlier segments' log cannot be continued from a checkpoint taken before global step ``step``
+        (None: it can). The log must hold the run's start and every step up to the checkpoint's."""
+        source = self.partial if self.partial.exists() else self.path
+        if not source.exists():
+            problem = f"its event log is missing (no {self.partial.name} or {self.path.name})"
+        else:
+            events = read_events(source)
+            logged = max((e["value"] for e in events if e["key"] == "step"), default=-1)
+            if logged < step - 1:
+                problem = f"its event log {source} ends at step {logged}"
+            elif not any(e["key"] == "run_start" for e in events):
+                problem = f"its event log {source} has no run_start"
+            else:
+                return None
+        return (
+            f"the checkpoint in {self.path.parent} is at step {step} but {problem}: resuming would give a log "
+            "that lacks what the checkpoint holds. (If Snakemake reran this job as incomplete, it deleted a "
+            f"finished run's run.json and events.jsonl.) Put the log back to resume, or delete {self.path.parent} "
+            "to train the run again"
+        )
+
+    def reopen(self) -> None:
+        """Continue the earlier segments' log (checked with :meth:`gap`)."""
+        if self.enabled:
+            self._carry_over()
+            self._open("a")
 
     def _carry_over(self) -> None:
         """Earlier segments' events into the partial log, their run_stop renamed run_interrupted.
@@ -64,7 +102,11 @@ class EventLog:
             "value": value,
             "metadata": metadata,
         }
-        self._fh.write(json.dumps(line, sort_keys=True) + "\n")
+        try:
+            self._fh.write(json.dumps(line, sort_keys=True) + "\n")
+        except OSError as exc:
+            self.close()
+            raise UserError(f"could not write the event log {self.partial}: {exc.strerror}; {_fix(exc)}") from None
 
     def start(self, key: str, value: Any = None, **metadata: Any) -> None:
         """INTERVAL_START event."""
@@ -78,8 +120,12 @@ class EventLog:
         """Flush, fsync and publish the log under its final name."""
         if self._fh is None:
             return
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+        try:
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+        except OSError as exc:
+            self.close()
+            raise UserError(f"could not write the event log {self.partial}: {exc.strerror}; {_fix(exc)}") from None
         self._fh.close()
         self._fh = None
         self.partial.replace(self.path)
@@ -87,8 +133,16 @@ class EventLog:
     def close(self) -> None:
         """Close without publishing (the run failed); the .partial file stays."""
         if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+            fh, self._fh = self._fh, None
+            with contextlib.suppress(OSError):  # its last lines could not be written (a full disk): the caller says why
+                fh.close()
+
+
+def _fix(exc: OSError) -> str:
+    """What to do about a log that cannot be written."""
+    if exc.errno in FULL:
+        return "free space in its folder (or raise the quota) and rerun: the run resumes from its last checkpoint"
+    return "make its folder writable, or give another --out"
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:

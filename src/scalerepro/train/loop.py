@@ -14,7 +14,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -29,14 +29,14 @@ from scalerepro.data.augment import EvalPipeline, TrainPipeline
 from scalerepro.data.gpudecode import EvalCrops, TrainCrops
 from scalerepro.data.loader import ShardDataset, batches, epoch_indices, eval_indices, samples_per_rank
 from scalerepro.errors import UserError
-from scalerepro.io import read_json, write_json_atomic
+from scalerepro.io import write_json_atomic
 from scalerepro.mpi import node_comm, node_layout, node_table, on_root, processes
 from scalerepro.oversubscription import usable_cpus
-from scalerepro.train import checkpoint
-from scalerepro.train.checkpoint import Preempted, Progress, StopSignals
+from scalerepro.train import checkpoint, runfolder
+from scalerepro.train.checkpoint import Preempted, Progress
 from scalerepro.train.events import EventLog
 from scalerepro.train.optim import learning_rate, peak_lr
-from scalerepro.train.runfolder import CHECKPOINT, RANKS
+from scalerepro.train.runfolder import CHECKPOINT, DIVERGED, EVENTS, RANKS, RECORD, STOP_SIGNALS, StopSignals
 from scalerepro.train.trainer import Trainer, allreduce_plan, build_trainer
 
 
@@ -82,22 +82,30 @@ def timed(it: Any) -> Any:
         yield time.perf_counter() - t0, item
 
 
-def train(spec: RunSpec, comm: MPI.Intracomm) -> dict[str, Any]:
-    """Train (or resume), evaluate, checkpoint, log; return the run record (written by rank 0). A run that has
-    finished in ``spec.out`` (its run.json and events.jsonl there) is not touched: its record is returned."""
+def train(spec: RunSpec, comm: MPI.Intracomm, signals: StopSignals | None = None) -> dict[str, Any]:
+    """Train (or resume), evaluate, checkpoint, log; return the run record (written by rank 0). Rank 0 holds the
+    run folder's lock throughout (:func:`scalerepro.train.runfolder.locked`). A run that has finished in
+    ``spec.out`` (its run.json and events.jsonl there, agreeing) is not touched: its record is returned.
+    ``signals``: the stop-signal handlers, if the caller installed them already (else installed here)."""
     spec.train.bn_group_size(comm.size)  # a group that does not divide the ranks: fail before any work
-    done = finished(spec.out)
-    if done is not None:
-        message = (
-            f"scalerepro train: the run in {spec.out} has finished (run.json, events.jsonl); left as it is. "
-            "To train it again, delete those two files (the last checkpoint then resumes), or give another --out"
-        )
-        on_root(comm, lambda: print(message, file=sys.stderr, flush=True))
-        return done
+    with ExitStack() as held:
+        on_root(comm, lambda: held.enter_context(runfolder.locked(spec.out)))
+        done = on_root(comm, lambda: runfolder.finished_run(spec.out))
+        if comm.bcast(done is not None, root=0):
+            message = (
+                f"scalerepro train: the run in {spec.out} has finished (run.json, events.jsonl); left as it is. "
+                "To train it again, give another --out or delete the folder"
+            )
+            on_root(comm, lambda: print(message, file=sys.stderr, flush=True))
+            return cast(dict[str, Any], comm.bcast(done[0] if done else None, root=0))
+        return _train(spec, comm, signals or StopSignals())
+
+
+def _train(spec: RunSpec, comm: MPI.Intracomm, signals: StopSignals) -> dict[str, Any]:
+    """The run itself, its folder held: see :func:`train`."""
     torch.set_num_threads(threads_for(spec.train, comm))
     resuming = (spec.out / CHECKPOINT).exists()
-    log = EventLog(spec.out / "events.jsonl", enabled=comm.rank == 0, resume=resuming)
-    signals = StopSignals()
+    log = EventLog(spec.out / EVENTS, enabled=comm.rank == 0, resume=resuming)
     if not resuming:  # MLPerf: the clock starts before the dataset is touched (nothing is untimed init)
         log.start("init_start")
         log.end("init_stop")
@@ -118,17 +126,9 @@ def train(spec: RunSpec, comm: MPI.Intracomm) -> dict[str, Any]:
         raise
     finally:
         signals.restore()
-    log.finish()
-    on_root(comm, lambda: write_json_atomic(spec.out / "run.json", record))
+    on_root(comm, log.finish)
+    on_root(comm, lambda: write_json_atomic(spec.out / RECORD, record))
     return record
-
-
-def finished(out: Path) -> dict[str, Any] | None:
-    """The record of the run that finished in ``out``, or None if none has (a run.json that cannot be read is
-    not a finished run's: its own error says so)."""
-    if not ((out / "run.json").is_file() and (out / "events.jsonl").is_file()):
-        return None
-    return read_json(out / "run.json")
 
 
 class TrainingRun:
@@ -148,8 +148,13 @@ class TrainingRun:
                 f"(sharded from different datasets); re-run `scalerepro shard` for both splits of one dataset"
             )
         per_rank = samples_per_rank(self.train_data.counts, self.layout)
-        if per_rank == 0:
-            raise UserError(f"{self.train_data.total} training samples cannot feed {comm.size} ranks; use fewer ranks")
+        if per_rank < cfg.batch_per_rank:
+            raise UserError(
+                f"train.batch_per_rank {cfg.batch_per_rank} is more than the {per_rank} training samples each of "
+                f"the {comm.size} ranks gets ({self.train_data.total} in all): an epoch would not fill one batch; "
+                "lower train.batch_per_rank, use fewer ranks or more data",
+                shared=True,  # the same counts on every rank
+            )
         self.steps_per_epoch = math.ceil(per_rank / cfg.batch_per_rank)
         self.trainer: Trainer = build_trainer(cfg, spec.algorithm, ctx, len(self.train_data.manifest["classes"]), stack)
         self.plan = allreduce_plan(self.trainer, spec.algorithm, ctx)
@@ -158,6 +163,11 @@ class TrainingRun:
         self.resumed = loaded is not None
         self.progress: Progress = loaded or Progress()
         self.t0 -= self.progress.elapsed_s
+        if self.resumed:
+            gap = comm.bcast(on_root(comm, lambda: log.gap(self.progress.step)), root=0)
+            if gap:
+                raise UserError(gap, shared=True)
+            log.reopen()
 
     @property
     def ckpt_path(self) -> Path:
@@ -186,8 +196,14 @@ class TrainingRun:
             ):
                 self.log.emit(key, value)
         self.log.emit("allreduce_plan", None, buckets=self.plan)
-        for epoch in range(self.progress.epoch, cfg.epochs):
-            self.epoch(epoch)
+        try:
+            for epoch in range(self.progress.epoch, cfg.epochs):
+                self.epoch(epoch)
+        except Diverged as exc:
+            message = f"scalerepro train: {exc}"
+            self.log.end("run_stop", None, status=DIVERGED, target_top1=cfg.target_top1, error=str(exc))
+            on_root(self.ctx.comm, lambda: print(message, file=sys.stderr, flush=True))
+            return self.record(DIVERGED)
         status = "success" if self.progress.reached is not None else "aborted"
         self.log.end("run_stop", None, status=status, target_top1=cfg.target_top1)
         return self.record(status)
@@ -213,11 +229,11 @@ class TrainingRun:
             drop_last=False,
             prefetch=lc.prefetch,
             device=self.trainer.device,
+            shield=STOP_SIGNALS,
         )
         t_epoch, images = time.perf_counter(), 0
         for wait, (x, y, _) in timed(loader):
             self.ctx.phase = f"epoch {epoch}, step {self.progress.step}"
-            self.stop_if_signalled()
             lr = learning_rate(cfg, world, self.progress.step, self.steps_per_epoch)
             t = self.trainer.step(x, y, lr)
             images += len(y) * world
@@ -236,6 +252,7 @@ class TrainingRun:
             )
             self.progress.step += 1
             self.progress.batch += 1
+            self.stop_if_told(epoch, t.loss)
         seconds = time.perf_counter() - t_epoch
         self.log.end(
             "epoch_stop",
@@ -252,10 +269,16 @@ class TrainingRun:
         if last or (cfg.checkpoint_every and (epoch + 1) % cfg.checkpoint_every == 0):
             self.save()
 
-    def stop_if_signalled(self) -> None:
-        """Collective: if any rank got SIGTERM/SIGUSR1, checkpoint here and stop."""
-        signum = self.signals.agreed(lambda flags: allreduce(flags, "native", self.ctx))
-        if signum:
+    def stop_if_told(self, epoch: int, loss: float) -> None:
+        """Collective, after each step: if any rank's loss is not finite, stop: the run has diverged; if any rank
+        got a stop signal, checkpoint here and stop (after an epoch's last step, at the next epoch's first: the
+        epoch's end, its evaluation and checkpoint come first)."""
+        signum, diverged = self.signals.agreed(
+            lambda flags: allreduce(flags, "native", self.ctx), diverged=not math.isfinite(loss)
+        )
+        if diverged:
+            raise Diverged(self.progress.step - 1, epoch, loss, peak_lr(self.spec.train, self.ctx.size))
+        if signum and self.progress.batch < self.steps_per_epoch:
             self.save()
             raise Preempted(signum)
 
@@ -310,6 +333,20 @@ class TrainingRun:
             "status": status,
             "seconds": self.elapsed(),
         }
+
+
+class Diverged(Exception):
+    """The training loss became non-finite: the run stops there, with status ``diverged``."""
+
+    def __init__(self, step: int, epoch: int, loss: float, peak: float) -> None:
+        """``step``, ``epoch``: where; ``loss``: this rank's (finite where another rank's was not); ``peak``: the
+        run's peak learning rate."""
+        seen = f"{loss}" if not math.isfinite(loss) else "non-finite on another rank"
+        super().__init__(
+            f"the training loss became {seen} at step {step} (epoch {epoch}): the run diverged and stops here "
+            f"(status {DIVERGED}). The likely cause is the learning rate: lower train.base_lr (peak {peak:g} at "
+            "this global batch) or lengthen train.warmup_epochs"
+        )
 
 
 # The settings that change what a run computes; a checkpoint resumes only when they match. Left out:
@@ -380,6 +417,7 @@ def evaluate(
             drop_last=False,
             prefetch=lc.prefetch,
             device=trainer.device,
+            shield=STOP_SIGNALS,
         ):
             x, y = x.to(trainer.device), y.to(trainer.device)
             top = model(x).topk(min(5, outputs), dim=1).indices

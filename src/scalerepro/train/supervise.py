@@ -14,6 +14,14 @@ whose rank 0 has not written ``ranks.json`` within ``start_timeout_s`` (MPI_Init
 stuck in the launcher's PMI, a rank that never came up) is stopped and
 reported, so a hung start does not hold the allocation until its time limit.
 The launcher's exit status is passed through (124 after a stopped start).
+
+The job dies with the process that started it: the supervisor watches that
+process (``--watch``, by default its own parent; the train rule names
+Snakemake) and stops the launcher when it ends, so the ranks checkpoint and
+exit instead of training on, unseen, into a folder the next workflow run
+will resume or rewrite (a ``kill -9`` of Snakemake leaves its shell and
+jobs running: nothing else would end them). Before launching, it refuses a
+run folder that another trainer holds (:func:`scalerepro.train.runfolder.locked`).
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ from typing import Any
 from scalerepro import shm
 from scalerepro.errors import UserError
 from scalerepro.train.events import read_events
-from scalerepro.train.runfolder import CHECKPOINT, RANKS, STOP_SIGNALS
+from scalerepro.train.runfolder import CHECKPOINT, RANKS, STOP_SIGNALS, holder, in_use
 
 POLL_S = 0.05
 STOP_GRACE_S = 30.0  # after SIGTERM, how long the launcher has to end its ranks before SIGKILL
@@ -93,24 +101,33 @@ class Watch:
         self.fds = {}
 
 
-def supervise(cmd: list[str], run_dir: Path, start_timeout_s: float | None = None) -> int:
+def supervise(
+    cmd: list[str], run_dir: Path, start_timeout_s: float | None = None, starter_pid: int | None = None
+) -> int:
     """Run ``cmd`` (in this process group, so SLURM's and Snakemake's signals reach it); report a failure; stop it
-    if its ranks have not started (no ``ranks.json``) within ``start_timeout_s``."""
+    if its ranks have not started (no ``ranks.json``) within ``start_timeout_s``, or once ``starter_pid`` ends."""
     if not cmd:
         raise ValueError("no command to supervise")
+    if holder(run_dir) is not None:
+        raise UserError(in_use(run_dir))
+    starter = Starter(starter_pid)
     received: list[int] = []
-    previous = {s: signal.signal(s, lambda signum, _f: received.append(signum)) for s in (*STOP_SIGNALS, signal.SIGINT)}
+    previous = {s: signal.signal(s, lambda signum, _f: received.append(signum)) for s in STOP_SIGNALS}
     (run_dir / RANKS).unlink(missing_ok=True)  # an earlier attempt's ranks are not this one's
     watch = Watch(run_dir)
     started_ns = time.time_ns()
     try:
         child = subprocess.Popen(cmd)
         launched = time.monotonic()
-        stalled = False
+        stalled = orphaned = False
         while child.poll() is None:
             watch.refresh()
             if start_timeout_s and not watch.stamp and time.monotonic() - launched > start_timeout_s:
                 stalled = True
+                stop(child)
+                break
+            if starter.gone():
+                orphaned = True
                 stop(child)
                 break
             watch.poll(POLL_S)
@@ -121,6 +138,7 @@ def supervise(cmd: list[str], run_dir: Path, start_timeout_s: float | None = Non
             watch.poll(0)
     finally:
         watch.close()
+        starter.close()
         for s, handler in previous.items():
             signal.signal(s, handler)
     if code != 0 or stalled:  # the job did not finalize: its MPICH segments would stay in node memory
@@ -128,9 +146,46 @@ def supervise(cmd: list[str], run_dir: Path, start_timeout_s: float | None = Non
     if stalled:
         print(not_started(start_timeout_s or 0.0), file=sys.stderr, flush=True)
         return NOT_STARTED
+    if orphaned:
+        print(starter.ended(code), file=sys.stderr, flush=True)
     if code != 0 and not received and not _preempted(code):
         print(report(code, watch, ended, run_dir), file=sys.stderr, flush=True)
     return code if code >= 0 else 128 - code
+
+
+class Starter:
+    """The process whose end ends the job (through a pidfd, so a reused pid is not mistaken for it)."""
+
+    def __init__(self, pid: int | None) -> None:
+        """Watch ``pid``; None or 1 (init: the starter had already gone) watches nothing."""
+        self.pid = pid
+        self.fd: int | None = None
+        if pid is not None and pid > 1:
+            try:
+                self.fd = os.pidfd_open(pid)
+            except ProcessLookupError:
+                raise UserError(
+                    f"--watch {pid}: no such process; give the pid of the process the job dies with"
+                ) from None
+
+    def gone(self) -> bool:
+        """Whether the watched process has ended."""
+        return self.fd is not None and bool(select.select([self.fd], [], [], 0)[0])
+
+    def ended(self, code: int) -> str:
+        """What happened after the watched process ended."""
+        how = "checkpointed and stopped" if _preempted(code) else f"stopped (exit status {code})"
+        return (
+            f"scalerepro supervise: the process that started this job (pid {self.pid}, e.g. Snakemake) has ended, so "
+            f"the training was {how} rather than left running unseen. Rerun the workflow (after `snakemake --unlock`) "
+            "to resume it from its last checkpoint"
+        )
+
+    def close(self) -> None:
+        """Close the pidfd."""
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
 
 def stop(child: subprocess.Popen[bytes]) -> None:

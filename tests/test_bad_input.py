@@ -218,3 +218,23 @@ def test_a_running_job_maps_its_node_segment_but_has_unlinked_its_name(run_mpi):
         "print('released')\n"
     )
     assert run_mpi(3, ["-c", check]).stdout.count("released") == 3
+
+
+def test_a_set_value_with_a_key_twice_is_named(tmp_path):
+    proc = cli(
+        "train",
+        "--algo",
+        "ring",
+        "--shards",
+        str(tmp_path),
+        "--out",
+        str(tmp_path / "o"),
+        "--set",
+        "train.epochs={a: 1, a: 2}",
+    )
+    refused(proc, "--set train.epochs={a: 1, a: 2}: key a is given twice")
+
+
+def test_bench_loader_scale_that_is_not_numbers_is_named(tmp_path):
+    proc = cli("bench-loader", "--scale", "0.08,abc", "--work", str(tmp_path / "w"), "--out", str(tmp_path / "b.json"))
+    refused(proc, "--scale 0.08,abc: give MIN,MAX with 0 < MIN <= MAX <= 1")

@@ -75,7 +75,10 @@ def arguments(s: argparse.ArgumentParser) -> None:
 def command(args: argparse.Namespace) -> None:
     """Shard loader vs torchvision ImageFolder + DataLoader on the same JPEGs, same run; JSON + table, then the
     loader workers per accelerator that the published and measured training rates need."""
-    scale = tuple(float(x) for x in args.scale.split(","))
+    try:
+        scale = tuple(float(x) for x in args.scale.split(","))
+    except ValueError:
+        scale = ()
     if len(scale) != 2 or not 0 < scale[0] <= scale[1] <= 1:
         raise UserError(f"--scale {args.scale}: give MIN,MAX with 0 < MIN <= MAX <= 1 (ImageNet standard 0.08,1)")
     spec = lb.LoaderBenchSpec(

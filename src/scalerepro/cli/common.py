@@ -14,10 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from scalerepro.config import Config, from_layers
 from scalerepro.errors import UserError
+from scalerepro.io import parse_yaml
 
 CONFIG_HELP = "YAML config file (e.g. config/config.yaml); keys missing there take the schema's defaults"
 
@@ -52,7 +51,7 @@ def parse_set(items: list[str]) -> dict[str, dict[str, Any]]:
         section, dot, name = key.partition(".")
         if not sep or not dot or not section or not name:
             raise UserError(f"--set {item!r}: expected SECTION.KEY=VALUE, e.g. --set train.epochs=2")
-        out.setdefault(section, {})[name] = yaml.safe_load(value)
+        out.setdefault(section, {})[name] = parse_yaml(value, f"--set {item}")
     return out
 
 
@@ -102,7 +101,8 @@ def setting_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
         if value is None:
             continue
         if isinstance(value, str):
-            value = [yaml.safe_load(v) for v in value.split(",") if v] if listed else yaml.safe_load(value)
+            flag = f"--{dest.replace('_', '-')} {value}"
+            value = [parse_yaml(v, flag) for v in value.split(",") if v] if listed else parse_yaml(value, flag)
         section, _, name = key.partition(".")
         out.setdefault(section, {})[name] = value
     return out

@@ -86,7 +86,7 @@ def restore_progress(
         state = node.bcast(state, root=0)
         _check_meta(path, state["meta"], meta)  # before the buffers: another rank count has another number of them
         if not node.bcast(buffers is None or len(buffers) == comm.size, root=0):  # one per rank, or damaged
-            raise UserError(_unreadable(path))
+            raise UserError(_unreadable(path), shared=True)
         ranks = node.gather(comm.rank, root=0)  # the node's world ranks, in node order
         ours = node.scatter(None if ranks is None else [buffers[r] for r in ranks], root=0)  # a list on the leader
     finally:
@@ -98,7 +98,7 @@ def restore_progress(
         opt.load_state_dict(state["optimizer"])
         return Progress(**state["progress"])
     except (KeyError, TypeError, ValueError, RuntimeError, IndexError):  # the same on every rank: same file, same code
-        raise UserError(_unreadable(path)) from None
+        raise UserError(_unreadable(path), shared=True) from None
 
 
 def _unreadable(path: Path) -> str:
@@ -120,7 +120,8 @@ def _check_meta(path: Path, theirs_meta: Any, meta: dict[str, Any]) -> None:
         ]
         raise UserError(
             f"checkpoint {path} was written by a run with other settings ({'; '.join(diff)}); "
-            f"use another --out, or delete the checkpoint to start over"
+            f"use another --out, or delete the checkpoint to start over",
+            shared=True,  # every rank compares the same broadcast state
         )
 
 
@@ -136,7 +137,7 @@ def _read_on_leader(path: Path, node: MPI.Intracomm) -> dict[str, Any]:
         except Exception:  # any corruption: torch's message (and its advice) would differ from case to case
             ok = False
     if not node.bcast(ok, root=0):
-        raise UserError(_unreadable(path))
+        raise UserError(_unreadable(path), shared=True)
     return state
 
 

@@ -123,6 +123,22 @@ def test_train_out_that_is_a_file_is_named(tmp_path):
     refused(proc, f"--out {out} is a file, not a folder")
     proc = cli("train", "--algo", "ring", "--shards", str(tmp_path / "none"), "--out", str(out / "sub"))
     refused(proc, f"--out {out / 'sub'} lies under {out}, a file")
+    proc = cli("train", "--algo", "ring", "--shards", str(tmp_path / "none"), "--out", "/sys/scalerepro-x")
+    refused(proc, "--out /sys/scalerepro-x: cannot make the folder /sys/scalerepro-x (Operation not permitted)")
+
+
+def test_supervise_run_dir_that_cannot_be_written_is_named_before_the_launch(tmp_path):
+    launched = tmp_path / "launched"
+    for run_dir, named in (
+        ("/sys/scalerepro-x", "--run-dir /sys/scalerepro-x: cannot make the folder"),
+        (str(launched), f"--run-dir {launched} is a file, not a folder"),
+    ):
+        launched.write_text("")
+        proc = cli(
+            "supervise", "--run-dir", run_dir, "--", sys.executable, "-c", f"open({str(tmp_path / 'ran')!r}, 'w')"
+        )
+        refused(proc, named)
+        assert not (tmp_path / "ran").exists()
 
 
 @pytest.mark.mpi

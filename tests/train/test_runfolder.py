@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from scalerepro.errors import UserError
-from scalerepro.train.events import EventLog
+from scalerepro.train.events import EventLog, read_events
 from scalerepro.train.runfolder import finished_run, holder, locked
 
 HOLD = (
@@ -121,7 +121,7 @@ def test_a_log_that_covers_the_checkpoint_is_continued(tmp_path):
     log = partial_log(tmp_path, steps=7)
     assert log.gap(7) is None  # a checkpoint before step 7: steps 0..6 logged
     before = (tmp_path / "events.jsonl.partial").read_bytes()
-    log.reopen()
+    log.reopen(7)
     log.emit("run_resume")
     log.close()
     assert (tmp_path / "events.jsonl.partial").read_bytes().startswith(before)
@@ -130,7 +130,7 @@ def test_a_log_that_covers_the_checkpoint_is_continued(tmp_path):
 @pytest.mark.parametrize(
     ("steps", "start", "named"),
     [
-        (None, True, "is at step 7 but its event log is missing"),
+        (None, True, "is at step 7 but its event log is missing (no events.jsonl.partial, events.jsonl or"),
         (4, True, "events.jsonl.partial ends at step 3"),
         (7, False, "events.jsonl.partial has no run_start"),
     ],
@@ -155,3 +155,79 @@ def test_an_event_log_on_a_full_disk_is_one_error_naming_the_file(tmp_path):
     assert str(err.value).startswith(f"could not write the event log {tmp_path / 'events.jsonl.partial'}: ")
     assert "free space in its folder (or raise the quota) and rerun" in str(err.value)
     log.emit("run_stop")  # closed: later events are dropped, not a second error
+
+
+def test_progress_a_segment_logged_after_its_checkpoint_is_dropped_when_resumed(tmp_path):
+    """Checkpoint before step 3, then steps 3 and 4 and a crash: the resumed run trains steps 3 and 4 again, so
+    the log keeps them once."""
+    log = EventLog(tmp_path / "events.jsonl", enabled=True)
+    log.start("run_start")
+    for s in range(3):
+        log.emit("step", s, epoch_num=0)
+    log.emit("checkpoint", 3, epoch_num=0, batch=3)
+    log.emit("step", 3, epoch_num=0)
+    log.emit("step", 4, epoch_num=0)
+    log.end("run_stop", status="aborted", error="killed")
+    log.close()
+    again = EventLog(tmp_path / "events.jsonl", enabled=True, resume=True)
+    assert again.gap(3) is None
+    again.reopen(3)
+    again.close()
+    kept = [(e["key"], e["value"]) for e in read_events(tmp_path / "events.jsonl.partial")]
+    assert kept == [
+        ("run_start", None),
+        ("step", 0),
+        ("step", 1),
+        ("step", 2),
+        ("checkpoint", 3),
+        ("run_interrupted", None),
+    ]
+
+
+def test_a_finished_log_outlives_snakemake_deleting_it_and_the_rerun_continues_it(tmp_path):
+    log = EventLog(tmp_path / "events.jsonl", enabled=True)
+    log.start("run_start")
+    log.emit("step", 0, epoch_num=0)
+    log.emit("checkpoint", 1, epoch_num=1, batch=0)
+    log.end("run_stop", status="success")
+    log.finish()
+    assert (tmp_path / "events.jsonl").stat().st_ino == (tmp_path / "events.jsonl.kept").stat().st_ino
+    assert not (tmp_path / "events.jsonl.partial").exists()
+    (tmp_path / "events.jsonl").unlink()  # what Snakemake does to an incomplete job's outputs before rerunning it
+    again = EventLog(tmp_path / "events.jsonl", enabled=True, resume=True)
+    assert again.gap(1) is None
+    again.reopen(1)
+    again.emit("run_resume")
+    again.end("run_stop", status="success")
+    again.finish()
+    keys = [e["key"] for e in read_events(tmp_path / "events.jsonl")]
+    assert keys == ["run_start", "step", "checkpoint", "run_interrupted", "run_resume", "run_stop"]
+
+
+def test_a_filesystem_without_locks_trains_unguarded_with_a_warning(tmp_path, monkeypatch, capsys):
+    import errno
+    import fcntl
+
+    def no_locks(*_args):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(fcntl, "lockf", no_locks)
+    with locked(tmp_path):
+        pass
+    assert f"the filesystem of {tmp_path} takes no lock (No locks available)" in capsys.readouterr().err
+    assert holder(tmp_path) is None
+
+
+def test_a_second_ctrl_c_interrupts_at_once():
+    import signal
+
+    from scalerepro.train.runfolder import StopSignals
+
+    signals = StopSignals()
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        assert signals.received == signal.SIGINT
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+    finally:
+        signals.restore()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 
 from scalerepro.cli.argtypes import positive
 from scalerepro.cli.common import check_out
@@ -33,7 +32,7 @@ def arguments(s: argparse.ArgumentParser) -> None:
         type=int,
         metavar="PID",
         help="stop the launcher (the ranks checkpoint) when process PID ends, so no job outlives what started it "
-        "(the train rule passes Snakemake's pid; default: this command's parent; 1 or less: watch nothing)",
+        "(the train rule passes Snakemake's pid; default: watch nothing, so a job started with nohup lives on)",
     )
     s.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the launcher line to run")
 
@@ -47,8 +46,7 @@ def command(args: argparse.Namespace) -> int:
         )
     try:
         run_dir = check_out(args.run_dir, "--run-dir", folder=True)
-        starter = os.getppid() if args.watch is None else args.watch
-        return supervise(cmd, run_dir, args.start_timeout, starter)
+        return supervise(cmd, run_dir, args.start_timeout, args.watch)
     except FileNotFoundError:
         raise UserError(
             f"{cmd[0]}: command not found; is the launcher on PATH (mpiexec from the mpich wheel, or srun)?"

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from scalerepro.cli.common import add_config_flags, check_out, load_config
+from scalerepro.cli.common import add_config_flags, check_out_on_root, load_config
 from scalerepro.comm.algorithms import select
 from scalerepro.distributed import start_mpi
 from scalerepro.errors import UserError
@@ -58,8 +58,8 @@ def command(args: argparse.Namespace) -> int:
     run's ranks exit here, see :func:`scalerepro.mpi.exit_now`)."""
     signals = StopSignals()  # first: a stop signal while the run starts stops it at its first step
     cfg = load_config(args).for_variant(args.variant)
-    check_out(args.out, "--out", folder=True)  # on every rank, before MPI: the same folder, the same answer
     world = start_mpi(cfg.train.emulate_nodes)  # this module imports nothing that starts MPI before this
+    check_out_on_root(world, args.out, "--out", folder=True)  # rank 0 writes the run folder
     from scalerepro.mpi import block_ordered, exit_now, on_root
     from scalerepro.train.checkpoint import Preempted
     from scalerepro.train.loop import RunSpec, train

@@ -4,7 +4,11 @@ Each line has the MLLOG fields ``namespace``, ``time_ms``, ``event_type``
 (INTERVAL_START, INTERVAL_END or POINT_IN_TIME), ``key``, ``value`` and
 ``metadata``. The log is written to ``<path>.partial`` while the run goes and
 renamed to ``<path>`` only when the run finishes, so a crashed run leaves
-its log for inspection but never one that looks complete. A resumed run
+its log for inspection but never one that looks complete. A finished log
+is also kept as ``<path>.kept`` (a hard link: no second copy on disk), a
+name no workflow declares: when Snakemake deletes a finished run's outputs
+as an incomplete job's (the workflow died before it saw the job end), the
+rerun resumes from the final checkpoint with the whole log. A resumed run
 continues the partial log only once its caller has checked that the log
 covers the checkpoint (:meth:`EventLog.gap`): a log that lost steps the
 checkpoint holds would give a run that looks whole and is not.
@@ -23,6 +27,8 @@ from scalerepro.errors import UserError
 from scalerepro.io import FULL, write_text_atomic
 
 NAMESPACE = "scalerepro"
+# What a segment logs of its progress: after its last checkpoint, trained again by the next segment.
+PROGRESS = frozenset({"step", "epoch_start", "epoch_stop", "eval_start", "eval_stop", "eval_accuracy", "checkpoint"})
 
 
 class EventLog:
@@ -33,6 +39,7 @@ class EventLog:
         :meth:`reopen` (events emitted before are dropped)."""
         self.path = Path(path)
         self.partial = self.path.with_name(self.path.name + ".partial")
+        self.kept = self.path.with_name(self.path.name + ".kept")
         self.enabled = enabled
         self._fh: TextIO | None = None
         if enabled and not resume:
@@ -46,12 +53,16 @@ class EventLog:
         except OSError as exc:
             raise UserError(f"cannot write the event log {self.partial}: {exc.strerror}; {_fix(exc)}") from None
 
+    def _earlier(self) -> Path | None:
+        """The earlier segments' log: the partial one, else a finished one, else the kept copy of one."""
+        return next((p for p in (self.partial, self.path, self.kept) if p.exists()), None)
+
     def gap(self, step: int) -> str | None:
         """Why the earlier segments' log cannot be continued from a checkpoint taken before global step ``step``
         (None: it can). The log must hold the run's start and every step up to the checkpoint's."""
-        source = self.partial if self.partial.exists() else self.path
-        if not source.exists():
-            problem = f"its event log is missing (no {self.partial.name} or {self.path.name})"
+        source = self._earlier()
+        if source is None:
+            problem = f"its event log is missing (no {self.partial.name}, {self.path.name} or {self.kept.name})"
         else:
             events = read_events(source)
             logged = max((e["value"] for e in events if e["key"] == "step"), default=-1)
@@ -63,32 +74,50 @@ class EventLog:
                 return None
         return (
             f"the checkpoint in {self.path.parent} is at step {step} but {problem}: resuming would give a log "
-            "that lacks what the checkpoint holds. (If Snakemake reran this job as incomplete, it deleted a "
-            f"finished run's run.json and events.jsonl.) Put the log back to resume, or delete {self.path.parent} "
+            f"that lacks what the checkpoint holds. Put the log back to resume, or delete {self.path.parent} "
             "to train the run again"
         )
 
-    def reopen(self) -> None:
-        """Continue the earlier segments' log (checked with :meth:`gap`)."""
+    def reopen(self, step: int) -> None:
+        """Continue the earlier segments' log (checked with :meth:`gap`) from a checkpoint before global step
+        ``step``."""
         if self.enabled:
-            self._carry_over()
+            self._carry_over(step)
             self._open("a")
 
-    def _carry_over(self) -> None:
-        """Earlier segments' events into the partial log, their run_stop renamed run_interrupted.
+    def _carry_over(self, step: int) -> None:
+        """Earlier segments' events into the partial log, their run_stop renamed run_interrupted, and the
+        progress they logged after the checkpoint dropped (it is trained again).
 
-        A resumed run's finished log then has one run_start and one run_stop, as a reader expects.
+        A resumed run's finished log then has one run_start and one run_stop, and each step, epoch and
+        evaluation once, as a reader expects.
         """
-        source = self.partial if self.partial.exists() else self.path
-        if not source.exists():
+        source = self._earlier()
+        if source is None:
             return
         events = read_events(source)
         for e in events:
             if e["key"] == "run_stop":
                 e["key"] = "run_interrupted"
+        saved = [i for i, e in enumerate(events) if e["key"] == "checkpoint" and e["value"] == step]
+        if saved:
+            cut = saved[-1] + 1
+            events = events[:cut] + [e for e in events[cut:] if e["key"] not in PROGRESS]
         write_text_atomic(self.partial, "".join(json.dumps(e, sort_keys=True) + "\n" for e in events))
         if source == self.path:
             self.path.unlink()
+
+    def sync(self) -> None:
+        """Flush and fsync what is logged so far (before a checkpoint: a log must not lag the checkpoint after a
+        crash of the node)."""
+        if self._fh is None:
+            return
+        try:
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+        except OSError as exc:
+            self.close()
+            raise UserError(f"could not write the event log {self.partial}: {exc.strerror}; {_fix(exc)}") from None
 
     def emit(self, key: str, value: Any = None, event_type: str = "POINT_IN_TIME", **metadata: Any) -> None:
         """Write one event line."""
@@ -117,17 +146,15 @@ class EventLog:
         self.emit(key, value, "INTERVAL_END", **metadata)
 
     def finish(self) -> None:
-        """Flush, fsync and publish the log under its final name."""
+        """Flush, fsync and publish the log under its final name, and keep it under ``.kept`` too."""
         if self._fh is None:
             return
-        try:
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
-        except OSError as exc:
-            self.close()
-            raise UserError(f"could not write the event log {self.partial}: {exc.strerror}; {_fix(exc)}") from None
+        self.sync()
+        assert self._fh is not None  # sync closes it only when it raises
         self._fh.close()
         self._fh = None
+        self.kept.unlink(missing_ok=True)
+        os.link(self.partial, self.kept)
         self.partial.replace(self.path)
 
     def close(self) -> None:

@@ -117,17 +117,18 @@ def _train(spec: RunSpec, comm: MPI.Intracomm, signals: StopSignals) -> dict[str
             ctx = stack.enter_context(Context(comm, spec.config.comm.params()))
             record = TrainingRun(spec, ctx, log, signals, stack).train_to_end()
     except Preempted as exc:
+        signals.restore()
         log.emit("run_preempted", None, signal=exc.signum)
         log.close()
         raise
     except BaseException as exc:
+        signals.restore()
         log.emit("run_stop", None, status="aborted", error=f"{type(exc).__name__}: {exc}")
         log.close()
         raise
-    finally:
-        signals.restore()
     on_root(comm, log.finish)
     on_root(comm, lambda: write_json_atomic(spec.out / RECORD, record))
+    signals.restore()  # only now: a stop signal before the record is written must not kill the rank mid-write
     return record
 
 
@@ -167,7 +168,7 @@ class TrainingRun:
             gap = comm.bcast(on_root(comm, lambda: log.gap(self.progress.step)), root=0)
             if gap:
                 raise UserError(gap, shared=True)
-            log.reopen()
+            log.reopen(self.progress.step)
 
     @property
     def ckpt_path(self) -> Path:
@@ -266,13 +267,16 @@ class TrainingRun:
         if last or (epoch + 1) % cfg.eval_every == 0:
             self.evaluate(epoch)
         self.progress.epoch, self.progress.batch = epoch + 1, 0
-        if last or (cfg.checkpoint_every and (epoch + 1) % cfg.checkpoint_every == 0):
+        saved = last or bool(cfg.checkpoint_every and (epoch + 1) % cfg.checkpoint_every == 0)
+        if saved:
             self.save()
+        if not last:
+            self.stop_between_epochs(saved)
 
     def stop_if_told(self, epoch: int, loss: float) -> None:
         """Collective, after each step: if any rank's loss is not finite, stop: the run has diverged; if any rank
-        got a stop signal, checkpoint here and stop (after an epoch's last step, at the next epoch's first: the
-        epoch's end, its evaluation and checkpoint come first)."""
+        got a stop signal, checkpoint here and stop (after an epoch's last step, once the epoch has ended and
+        been evaluated: :meth:`stop_between_epochs`)."""
         signum, diverged = self.signals.agreed(
             lambda flags: allreduce(flags, "native", self.ctx), diverged=not math.isfinite(loss)
         )
@@ -282,10 +286,21 @@ class TrainingRun:
             self.save()
             raise Preempted(signum)
 
+    def stop_between_epochs(self, saved: bool) -> None:
+        """Collective, at an epoch's end: a stop signal that came during its last step or its evaluation stops
+        the run here, checkpointed (``saved``: already), rather than after the next epoch's first step (SLURM's
+        kill follows its signal within KillWait)."""
+        signum, _ = self.signals.agreed(lambda flags: allreduce(flags, "native", self.ctx))
+        if signum:
+            if not saved:
+                self.save()
+            raise Preempted(signum)
+
     def save(self) -> None:
         """Checkpoint now (all ranks), timed."""
         t0 = time.perf_counter()
         self.progress.elapsed_s = self.elapsed()
+        self.log.sync()  # the steps this checkpoint holds are on disk before it is
         checkpoint.save(self.ckpt_path, self.trainer.model, self.trainer.opt, self.progress, self.meta, self.ctx.comm)
         self.log.emit(
             "checkpoint",

@@ -8,7 +8,11 @@ One trainer per run folder: rank 0 holds a POSIX record lock (``lockf``) on
 ``LOCK`` for the whole run, and writes its pid and host into it. The kernel
 (or the NFS lock manager) drops the lock when the process ends, however it
 ends, so a killed trainer never leaves a stale lock, and a second trainer,
-or a supervisor about to launch one, is refused naming the holder.
+or a supervisor about to launch one, is refused naming the holder. A lock
+covers the hosts that share the filesystem's lock manager: NFS and Lustre
+mounted with ``flock`` cover the cluster, a node-local lock (Lustre's
+``localflock``) one node; a filesystem that takes no lock gets a warning
+and trains unguarded.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import fcntl
 import os
 import signal
 import socket
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,6 +40,7 @@ EVENTS = "events.jsonl"  # the event log under its final name (events.jsonl.part
 DIVERGED = "diverged"  # the status of a run whose loss became non-finite
 RANKS = "ranks.json"  # rank, host, node and pid of every rank, written by rank 0 once training starts
 LOCK = "train.lock"  # held by the training run's rank 0 while it runs: pid and host inside
+UNLOCKABLE = {errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP}  # a filesystem without POSIX locks (Lustre without flock)
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)  # preemption, SLURM's time-limit warning, Ctrl-C
 
 
@@ -48,6 +54,10 @@ def locked(run_dir: Path) -> Iterator[None]:
         try:
             fcntl.lockf(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
+            if exc.errno in UNLOCKABLE:
+                print(unlockable(run_dir, exc), file=sys.stderr, flush=True)
+                yield
+                return
             if exc.errno not in (errno.EACCES, errno.EAGAIN):
                 raise
             raise UserError(in_use(run_dir)) from None
@@ -67,12 +77,22 @@ def holder(run_dir: Path) -> str | None:
         try:
             fcntl.lockf(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
+            if exc.errno in UNLOCKABLE:
+                return None
             if exc.errno not in (errno.EACCES, errno.EAGAIN):
                 raise
             fh.seek(0)
             return fh.read().strip() or "a process that has not written its pid yet"
         fcntl.lockf(fh, fcntl.LOCK_UN)
     return None
+
+
+def unlockable(run_dir: Path, exc: OSError) -> str:
+    """The warning for a run folder whose filesystem takes no lock."""
+    return (
+        f"scalerepro train: warning: the filesystem of {run_dir} takes no lock ({exc.strerror}): nothing keeps a "
+        "second trainer out of this folder; start one per folder (Lustre: mount with flock)"
+    )
 
 
 def in_use(run_dir: Path) -> str:
@@ -136,7 +156,10 @@ class StopSignals:
         self._previous = {s: signal.signal(s, self._handle) for s in STOP_SIGNALS}
 
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
-        """Remember the signal; the loop stops at the next step boundary."""
+        """Remember the signal; the loop stops at the next step boundary. A second Ctrl-C (SIGINT) interrupts at
+        once, as Python would the first: for a start that hangs."""
+        if signum == signal.SIGINT and self.received == signal.SIGINT:
+            raise KeyboardInterrupt
         self.received = signum
 
     def agreed(self, reduce: Any, diverged: bool = False) -> tuple[int, bool]:

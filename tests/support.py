@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -12,6 +14,31 @@ from scalerepro.data.synth import SynthSpec
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = SynthSpec(name="tiny", train_per_class=12, val_per_class=4, max_size=160, quirks_per_kind=2)
+
+
+def cli(*args: str, cwd: Path = REPO, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``scalerepro ARGS`` in a fresh interpreter, one intra-op thread (a timeout: a hang fails, it does not stall
+    the suite)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    argv = [sys.executable, "-m", "scalerepro.cli", *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)
+
+
+def refused(proc: subprocess.CompletedProcess[str], *named: str, one_line: bool = False) -> None:
+    """Exit 2, no traceback, every ``named`` text in the message; ``one_line``: in its one error line (progress
+    lines may come before it)."""
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if ": error: " in line]
+    if one_line:
+        assert len(errors) == 1, proc.stderr
+    for text in named:
+        assert text in (errors[0] if one_line else proc.stderr), proc.stderr
+
+
+def refused_one(proc: subprocess.CompletedProcess[str], *named: str) -> None:
+    """:func:`refused`, the message on one error line."""
+    refused(proc, *named, one_line=True)
 
 
 def mpiexec() -> str:

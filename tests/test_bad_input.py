@@ -19,24 +19,9 @@ from scalerepro.analysis.reproduce import TABLES, load_cards, read_analysis
 from scalerepro.data.shards import ShardReader
 from scalerepro.errors import UserError
 from scalerepro.sim.platforms import load_platforms
-from tests.support import REPO, paper_folder, train_args
+from tests.support import cli, paper_folder, refused, train_args
 
 pytestmark = pytest.mark.faults
-
-
-def cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    """``scalerepro ARGS`` in a fresh interpreter."""
-    return subprocess.run(
-        [sys.executable, "-m", "scalerepro.cli", *args], capture_output=True, text=True, timeout=120, cwd=cwd
-    )
-
-
-def refused(proc: subprocess.CompletedProcess[str], *named: str) -> None:
-    """Exit 2, every ``named`` text in the message, no traceback."""
-    assert proc.returncode == 2, proc.stderr
-    assert "Traceback" not in proc.stderr
-    for text in named:
-        assert text in proc.stderr
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,6 @@ cannot be made, EPERM.)
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,18 +19,11 @@ import pytest
 from scalerepro.cli.common import check_out
 from scalerepro.errors import UserError
 from scalerepro.sim.engine import load_simgrid
-from tests.support import REPO
+from tests.support import cli
 
 pytestmark = pytest.mark.faults
 
 UNWRITABLE = Path("/sys/scalerepro-x")  # mkdir there fails with EPERM, even for root
-
-
-def cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    """``scalerepro ARGS`` in a fresh interpreter."""
-    return subprocess.run(
-        [sys.executable, "-m", "scalerepro.cli", *args], capture_output=True, text=True, timeout=300, cwd=cwd
-    )
 
 
 def one_line(proc: subprocess.CompletedProcess[str], *named: str) -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import math
 import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -21,27 +20,12 @@ from scalerepro.config import ConfigWarning, from_layers, from_mapping, schema, 
 from scalerepro.errors import UserError
 from scalerepro.io import load_yaml, read_yaml
 from scalerepro.sim.platforms import load_platforms
-from tests.support import REPO
+from tests.support import REPO, cli, refused
 from tests.workflow.support import snakemake
 
 pytestmark = pytest.mark.faults
 
 NOT_FINITE = "is not a finite number; NaN and infinity (YAML .nan, .inf, -.inf) are refused for every number"
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    """``scalerepro ARGS`` in a fresh interpreter."""
-    return subprocess.run(
-        [sys.executable, "-m", "scalerepro.cli", *args], capture_output=True, text=True, timeout=120, cwd=REPO
-    )
-
-
-def refused(proc: subprocess.CompletedProcess[str], *named: str) -> None:
-    """Exit 2, every ``named`` text in the message, no traceback."""
-    assert proc.returncode == 2, proc.stderr
-    assert "Traceback" not in proc.stderr
-    for text in named:
-        assert text in proc.stderr, proc.stderr
 
 
 def train(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:

@@ -11,7 +11,6 @@ import os
 import re
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +22,7 @@ from scalerepro.data.augment import EvalPipeline, TrainPipeline
 from scalerepro.data.pack import loader_refuses, normalise, shard_split
 from scalerepro.data.shards import ShardReader, read_manifest
 from scalerepro.errors import UserError
+from tests.support import cli, refused_one
 
 pytestmark = pytest.mark.faults
 
@@ -60,26 +60,11 @@ def dataset(root: Path, per_class: int = 2) -> Path:
     return root
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    """``scalerepro ARGS`` in a fresh interpreter (a timeout: a hang is a failure, not a stuck suite)."""
-    return subprocess.run([sys.executable, "-m", "scalerepro.cli", *args], capture_output=True, text=True, timeout=120)
-
-
 def shard_cli(root: Path, out: Path, *flags: str) -> subprocess.CompletedProcess[str]:
     """``scalerepro shard`` of ``root``'s val split into one shard."""
     return cli(
         "shard", "--dataset", str(root), "--split", "val", "--out", str(out), "--set", "shard.val_shards=1", *flags
     )
-
-
-def refused(proc: subprocess.CompletedProcess[str], *named: str) -> None:
-    """Exit 2, no traceback, one error line (after any progress lines) holding every ``named`` text."""
-    assert proc.returncode == 2, proc.stderr
-    assert "Traceback" not in proc.stderr
-    errors = [line for line in proc.stderr.splitlines() if ": error: " in line]
-    assert len(errors) == 1, proc.stderr
-    for text in named:
-        assert text in errors[0], proc.stderr
 
 
 def decoded_by_the_loader(folder: Path) -> int:
@@ -183,7 +168,7 @@ def test_a_fifo_is_named_by_the_cli_and_skipped_with_skip_bad_and_a_link_to_a_fi
     root = dataset(tmp_path / "ds")
     os.mkfifo(root / "val" / "n0" / "x.JPEG")
     (root / "val" / "n1" / "link.JPEG").symlink_to(root / "train" / "n1" / "n1_0.JPEG")
-    refused(shard_cli(root, tmp_path / "out"), "x.JPEG: a named pipe (FIFO), not a regular file", "--skip-bad")
+    refused_one(shard_cli(root, tmp_path / "out"), "x.JPEG: a named pipe (FIFO), not a regular file", "--skip-bad")
     proc = shard_cli(root, tmp_path / "out", "--skip-bad")
     assert proc.returncode == 0, proc.stderr
     manifest = read_manifest(tmp_path / "out" / "val")
@@ -196,7 +181,7 @@ def test_a_class_folder_name_with_a_newline_is_refused_naming_it(tmp_path):
     root = dataset(tmp_path / "ds")
     for split in ("train", "val"):
         (root / split / "n1").rename(root / split / "n1\nx")
-    refused(shard_cli(root, tmp_path / "out"), "class folder ", "n1\\nx", "control character", "rename it")
+    refused_one(shard_cli(root, tmp_path / "out"), "class folder ", "n1\\nx", "control character", "rename it")
     assert not (tmp_path / "out" / "val" / "manifest.json").exists()
 
 

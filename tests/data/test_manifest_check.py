@@ -8,11 +8,8 @@ manifest, the shard, both counts and the fix, from footers alone.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +19,7 @@ from scalerepro.data import stage
 from scalerepro.data.loader import ShardDataset
 from scalerepro.data.shards import ShardReader, read_manifest
 from scalerepro.errors import UserError
-from tests.support import train_args
+from tests.support import cli, refused_one, train_args
 
 pytestmark = pytest.mark.faults
 
@@ -155,28 +152,11 @@ def test_opening_checks_footers_only(shards, monkeypatch):
     assert ShardDataset(shards / "train").total == read_manifest(shards / "train")["samples"]
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    """``scalerepro ARGS`` (or python ARGS starting with -m) in a fresh interpreter, one thread."""
-    argv = list(args) if args[0] == "-m" else ["-m", "scalerepro.cli", *args]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=300, env=env)
-
-
-def refused(proc: subprocess.CompletedProcess[str], *named: str) -> None:
-    """Exit 2, no traceback, one error line holding every ``named`` text."""
-    assert proc.returncode == 2, proc.stderr
-    assert "Traceback" not in proc.stderr
-    errors = [line for line in proc.stderr.splitlines() if ": error: " in line]
-    assert len(errors) == 1, proc.stderr
-    for text in named:
-        assert text in errors[0], proc.stderr
-
-
 def test_stage_without_shards_names_the_flag(tmp_path):
     """Case 5: `scalerepro stage` with no --shards names the flag."""
     with pytest.raises(UserError, match="give --shards"):
         stage.stage_splits([], str(tmp_path / "shm"))
-    refused(cli("stage", "--root", str(tmp_path / "shm")), "no shard folders to stage; give --shards")
+    refused_one(cli("stage", "--root", str(tmp_path / "shm")), "no shard folders to stage; give --shards")
 
 
 def test_the_cli_refuses_an_edited_manifest_before_any_work(shards, tmp_path):
@@ -185,8 +165,8 @@ def test_the_cli_refuses_an_edited_manifest_before_any_work(shards, tmp_path):
     original = edit(folder, lambda m: m["shards"][2].update(samples=m["shards"][2]["samples"] - 3))
     held = original["shards"][2]["samples"]
     named = f"says shard-00002.srs holds {held - 3} samples but the shard holds {held}"
-    refused(cli("stage", "--shards", str(folder), "--root", str(tmp_path / "shm")), named, "scalerepro shard")
+    refused_one(cli("stage", "--shards", str(folder), "--root", str(tmp_path / "shm")), named, "scalerepro shard")
     assert not list((tmp_path / "shm").rglob("*.srs"))
     args = train_args(shards, tmp_path / "run", "train.epochs=1", "train.width=8", "loader.workers=0")
-    refused(cli(*args), named, "scalerepro shard")
+    refused_one(cli(*args[2:]), named, "scalerepro shard")
     assert not (tmp_path / "run" / "run.json").exists()

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from scalerepro.train.events import read_events
-from tests.support import mpiexec
+from tests.support import cli, mpiexec
 from tests.train.test_checkpoint import final_state, train_args
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -168,11 +168,6 @@ def test_a_finished_run_cut_short_is_refused_by_train_collect_and_mlperf_log(tin
         assert "Traceback" not in proc.stderr
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.name not in BOOKKEEPING} == before
     assert not list((tmp_path / "mlperf").glob("*.txt"))
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    """``scalerepro ARGS`` in one process."""
-    return subprocess.run([sys.executable, "-m", "scalerepro.cli", *args], capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.mpi

@@ -152,15 +152,9 @@ def _file_at_or_above(path: Path) -> Path | None:
 
 def check_out_on_root(comm: Any, path: Path | str, flag: str, *, folder: bool) -> Path:
     """:func:`check_out` on rank 0 of MPI communicator ``comm``, the rank that writes ``path``, before any
-    work (collective). Its outcome is broadcast, so a failure is the same UserError on every rank, marked
-    shared: printed once."""
-    error = None
-    if comm.rank == 0:
-        try:
-            check_out(path, flag, folder=folder)
-        except UserError as exc:
-            error = str(exc)
-    error = comm.bcast(error, root=0)
-    if error is not None:
-        raise UserError(error, shared=True)
+    work (collective): a failure is the same shared UserError on every rank, printed once
+    (:func:`scalerepro.mpi.on_root`)."""
+    from scalerepro.mpi import on_root  # MPI has started (``comm`` exists): importing it starts nothing
+
+    on_root(comm, lambda: check_out(path, flag, folder=folder))
     return Path(path)

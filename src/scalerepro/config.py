@@ -549,6 +549,7 @@ def with_variant(data: Mapping[str, Any], name: str) -> dict[str, Any]:
 def _check_placement(cluster: Mapping[str, Any], ranks: Mapping[str, list[int]]) -> None:
     """Every rank count fills whole nodes once it needs more than one, and fits in cluster.max_nodes when set."""
     per_node, max_nodes = cluster["tasks_per_node"], cluster["max_nodes"]
+    most = per_node * max_nodes if max_nodes is not None else None
     for key, counts in ranks.items():
         bad = [r for r in counts if r > per_node and r % per_node]
         if bad:
@@ -556,7 +557,6 @@ def _check_placement(cluster: Mapping[str, Any], ranks: Mapping[str, list[int]])
                 f"invalid configuration:\n  {key}.ranks {bad} are not multiples of cluster.tasks_per_node "
                 f"({per_node}), so some node would be part-filled; use multiples of {per_node}"
             )
-        most = per_node * max_nodes if max_nodes is not None else None
         too_many = [r for r in counts if most is not None and r > most]
         if too_many:
             raise UserError(

@@ -63,7 +63,7 @@ def test_resumed_log_keeps_earlier_events_with_run_stop_renamed(tmp_path):
     log.end("run_stop", status="aborted")
     log.close()
     again = EventLog(tmp_path / "events.jsonl", enabled=True, resume=True)
-    again.reopen(0)
+    assert again.resume(0) is None
     again.emit("run_resume")
     again.end("run_stop", status="success")
     again.finish()

@@ -119,9 +119,8 @@ def partial_log(folder: Path, steps: int, start: bool = True) -> EventLog:
 
 def test_a_log_that_covers_the_checkpoint_is_continued(tmp_path):
     log = partial_log(tmp_path, steps=7)
-    assert log.gap(7) is None  # a checkpoint before step 7: steps 0..6 logged
     before = (tmp_path / "events.jsonl.partial").read_bytes()
-    log.reopen(7)
+    assert log.resume(7) is None  # a checkpoint before step 7: steps 0..6 logged
     log.emit("run_resume")
     log.close()
     assert (tmp_path / "events.jsonl.partial").read_bytes().startswith(before)
@@ -140,10 +139,11 @@ def test_a_log_behind_its_checkpoint_is_refused_and_left_as_it_is(tmp_path, step
     if steps is None:
         log.partial.unlink()
     before = log.partial.read_bytes() if log.partial.exists() else None
-    problem = log.gap(7)
+    problem = log.resume(7)
     assert problem is not None
     assert named in problem
     assert f"Put the log back to resume, or delete {tmp_path} to train the run again" in problem
+    log.emit("run_resume")  # not reopened: dropped
     assert (log.partial.read_bytes() if log.partial.exists() else None) == before
 
 
@@ -170,8 +170,7 @@ def test_progress_a_segment_logged_after_its_checkpoint_is_dropped_when_resumed(
     log.end("run_stop", status="aborted", error="killed")
     log.close()
     again = EventLog(tmp_path / "events.jsonl", enabled=True, resume=True)
-    assert again.gap(3) is None
-    again.reopen(3)
+    assert again.resume(3) is None
     again.close()
     kept = [(e["key"], e["value"]) for e in read_events(tmp_path / "events.jsonl.partial")]
     assert kept == [
@@ -195,8 +194,7 @@ def test_a_finished_log_outlives_snakemake_deleting_it_and_the_rerun_continues_i
     assert not (tmp_path / "events.jsonl.partial").exists()
     (tmp_path / "events.jsonl").unlink()  # what Snakemake does to an incomplete job's outputs before rerunning it
     again = EventLog(tmp_path / "events.jsonl", enabled=True, resume=True)
-    assert again.gap(1) is None
-    again.reopen(1)
+    assert again.resume(1) is None
     again.emit("run_resume")
     again.end("run_stop", status="success")
     again.finish()

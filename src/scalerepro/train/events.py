@@ -10,7 +10,7 @@ name no workflow declares: when Snakemake deletes a finished run's outputs
 as an incomplete job's (the workflow died before it saw the job end), the
 rerun resumes from the final checkpoint with the whole log. A resumed run
 continues the partial log only once its caller has checked that the log
-covers the checkpoint (:meth:`EventLog.gap`): a log that lost steps the
+covers the checkpoint (:meth:`EventLog.resume`): a log that lost steps the
 checkpoint holds would give a run that looks whole and is not.
 """
 
@@ -36,7 +36,7 @@ class EventLog:
 
     def __init__(self, path: Path, enabled: bool, resume: bool = False) -> None:
         """Open ``path``.partial for writing when enabled; when resuming, nothing is opened or changed until
-        :meth:`reopen` (events emitted before are dropped)."""
+        :meth:`resume` (events emitted before are dropped)."""
         self.path = Path(path)
         self.partial = self.path.with_name(self.path.name + ".partial")
         self.kept = self.path.with_name(self.path.name + ".kept")
@@ -51,51 +51,53 @@ class EventLog:
         try:
             self._fh = cast(TextIO, self.partial.open(mode, buffering=1))
         except OSError as exc:
-            raise UserError(f"cannot write the event log {self.partial}: {exc.strerror}; {_fix(exc)}") from None
+            raise self._unwritable(exc) from None
 
     def _earlier(self) -> Path | None:
         """The earlier segments' log: the partial one, else a finished one, else the kept copy of one."""
         return next((p for p in (self.partial, self.path, self.kept) if p.exists()), None)
 
-    def gap(self, step: int) -> str | None:
-        """Why the earlier segments' log cannot be continued from a checkpoint taken before global step ``step``
-        (None: it can). The log must hold the run's start and every step up to the checkpoint's."""
+    def resume(self, step: int) -> str | None:
+        """Continue the earlier segments' log from a checkpoint taken before global step ``step``; or, where that
+        log lacks what the checkpoint holds (its start, or a step up to the checkpoint's), change nothing and say
+        why (None: continued; on a rank whose log is off, nothing to do)."""
+        if not self.enabled:
+            return None
         source = self._earlier()
+        events = read_events(source) if source is not None else []
+        problem = self._gap(source, events, step)
+        if problem is None:
+            self._carry_over(source, events, step)
+            self._open("a")
+        return problem
+
+    def _gap(self, source: Path | None, events: list[dict[str, Any]], step: int) -> str | None:
+        """Why ``events``, read from ``source``, cannot be continued from a checkpoint before step ``step``."""
+        logged = max((e["value"] for e in events if e["key"] == "step"), default=-1)
         if source is None:
             problem = f"its event log is missing (no {self.partial.name}, {self.path.name} or {self.kept.name})"
+        elif logged < step - 1:
+            problem = f"its event log {source} ends at step {logged}"
+        elif not any(e["key"] == "run_start" for e in events):
+            problem = f"its event log {source} has no run_start"
         else:
-            events = read_events(source)
-            logged = max((e["value"] for e in events if e["key"] == "step"), default=-1)
-            if logged < step - 1:
-                problem = f"its event log {source} ends at step {logged}"
-            elif not any(e["key"] == "run_start" for e in events):
-                problem = f"its event log {source} has no run_start"
-            else:
-                return None
+            return None
         return (
             f"the checkpoint in {self.path.parent} is at step {step} but {problem}: resuming would give a log "
             f"that lacks what the checkpoint holds. Put the log back to resume, or delete {self.path.parent} "
             "to train the run again"
         )
 
-    def reopen(self, step: int) -> None:
-        """Continue the earlier segments' log (checked with :meth:`gap`) from a checkpoint before global step
-        ``step``."""
-        if self.enabled:
-            self._carry_over(step)
-            self._open("a")
-
-    def _carry_over(self, step: int) -> None:
-        """Earlier segments' events into the partial log, their run_stop renamed run_interrupted, and the
-        progress they logged after the checkpoint dropped (it is trained again).
+    def _carry_over(self, source: Path | None, events: list[dict[str, Any]], step: int) -> None:
+        """The earlier segments' ``events`` (read from ``source``) into the partial log, their run_stop renamed
+        run_interrupted, and the progress they logged after the checkpoint before ``step`` dropped (it is
+        trained again).
 
         A resumed run's finished log then has one run_start and one run_stop, and each step, epoch and
         evaluation once, as a reader expects.
         """
-        source = self._earlier()
         if source is None:
             return
-        events = read_events(source)
         for e in events:
             if e["key"] == "run_stop":
                 e["key"] = "run_interrupted"
@@ -117,7 +119,7 @@ class EventLog:
             os.fsync(self._fh.fileno())
         except OSError as exc:
             self.close()
-            raise UserError(f"could not write the event log {self.partial}: {exc.strerror}; {_fix(exc)}") from None
+            raise self._unwritable(exc) from None
 
     def emit(self, key: str, value: Any = None, event_type: str = "POINT_IN_TIME", **metadata: Any) -> None:
         """Write one event line."""
@@ -135,7 +137,7 @@ class EventLog:
             self._fh.write(json.dumps(line, sort_keys=True) + "\n")
         except OSError as exc:
             self.close()
-            raise UserError(f"could not write the event log {self.partial}: {exc.strerror}; {_fix(exc)}") from None
+            raise self._unwritable(exc) from None
 
     def start(self, key: str, value: Any = None, **metadata: Any) -> None:
         """INTERVAL_START event."""
@@ -157,19 +159,20 @@ class EventLog:
         os.link(self.partial, self.kept)
         self.partial.replace(self.path)
 
+    def _unwritable(self, exc: OSError) -> UserError:
+        """The one error for a log that cannot be opened or written: the file, why, and what to do."""
+        if exc.errno in FULL:
+            fix = "free space in its folder (or raise the quota) and rerun: the run resumes from its last checkpoint"
+        else:
+            fix = "make its folder writable, or give another --out"
+        return UserError(f"could not write the event log {self.partial}: {exc.strerror}; {fix}")
+
     def close(self) -> None:
         """Close without publishing (the run failed); the .partial file stays."""
         if self._fh is not None:
             fh, self._fh = self._fh, None
             with contextlib.suppress(OSError):  # its last lines could not be written (a full disk): the caller says why
                 fh.close()
-
-
-def _fix(exc: OSError) -> str:
-    """What to do about a log that cannot be written."""
-    if exc.errno in FULL:
-        return "free space in its folder (or raise the quota) and rerun: the run resumes from its last checkpoint"
-    return "make its folder writable, or give another --out"
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:

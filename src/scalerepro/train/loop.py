@@ -14,7 +14,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import torch
@@ -91,14 +91,15 @@ def train(spec: RunSpec, comm: MPI.Intracomm, signals: StopSignals | None = None
     with ExitStack() as held:
         on_root(comm, lambda: held.enter_context(runfolder.locked(spec.out)))
         done = on_root(comm, lambda: runfolder.finished_run(spec.out))
-        if comm.bcast(done is not None, root=0):
-            message = (
-                f"scalerepro train: the run in {spec.out} has finished (run.json, events.jsonl); left as it is. "
-                "To train it again, give another --out or delete the folder"
-            )
-            on_root(comm, lambda: print(message, file=sys.stderr, flush=True))
-            return cast(dict[str, Any], comm.bcast(done[0] if done else None, root=0))
-        return _train(spec, comm, signals or StopSignals())
+        record: dict[str, Any] | None = comm.bcast(done[0] if done else None, root=0)
+        if record is None:
+            return _train(spec, comm, signals or StopSignals())
+        message = (
+            f"scalerepro train: the run in {spec.out} has finished (run.json, events.jsonl); left as it is. "
+            "To train it again, give another --out or delete the folder"
+        )
+        on_root(comm, lambda: print(message, file=sys.stderr, flush=True))
+        return record
 
 
 def _train(spec: RunSpec, comm: MPI.Intracomm, signals: StopSignals) -> dict[str, Any]:
@@ -165,10 +166,9 @@ class TrainingRun:
         self.progress: Progress = loaded or Progress()
         self.t0 -= self.progress.elapsed_s
         if self.resumed:
-            gap = comm.bcast(on_root(comm, lambda: log.gap(self.progress.step)), root=0)
+            gap = comm.bcast(on_root(comm, lambda: log.resume(self.progress.step)), root=0)
             if gap:
                 raise UserError(gap, shared=True)
-            log.reopen(self.progress.step)
 
     @property
     def ckpt_path(self) -> Path:

@@ -16,11 +16,12 @@ reported, so a hung start does not hold the allocation until its time limit.
 The launcher's exit status is passed through (124 after a stopped start).
 
 The job dies with the process that started it: the supervisor watches that
-process (``--watch``; the train rule names Snakemake) and stops the launcher when it ends, so the ranks checkpoint and
-exit instead of training on, unseen, into a folder the next workflow run
-will resume or rewrite (a ``kill -9`` of Snakemake leaves its shell and
-jobs running: nothing else would end them). Before launching, it refuses a
-run folder that another trainer holds (:func:`scalerepro.train.runfolder.locked`).
+process (``--watch``; the train rule names Snakemake) and stops the
+launcher when it ends, so the ranks checkpoint and exit instead of training
+on, unseen, into a folder the next workflow run will resume or rewrite (a
+``kill -9`` of Snakemake leaves its shell and jobs running: nothing else
+would end them). Before launching, it refuses a run folder that another
+trainer holds (:func:`scalerepro.train.runfolder.locked`).
 """
 
 from __future__ import annotations

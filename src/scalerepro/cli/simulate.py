@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from scalerepro.cli.argtypes import int_list
 from scalerepro.cli.common import (
@@ -20,7 +21,7 @@ from scalerepro.cli.simulation import (
 from scalerepro.comm.algorithms import get
 from scalerepro.comm.costprojection import RESNET50_GRADIENT_BYTES
 from scalerepro.errors import UserError
-from scalerepro.sim.engine import Point, load_simgrid, shape_of
+from scalerepro.sim.engine import METHODS, Point, load_simgrid, shape_of
 
 DESCRIPTION = (
     "Runs every rank's schedule (the same one the executors run) in SimGrid on a "
@@ -41,6 +42,13 @@ def arguments(s: argparse.ArgumentParser) -> None:
         default=str(RESNET50_GRADIENT_BYTES),
         help="comma-separated bytes per all-reduce, float32 (default: ResNet-50's gradients, 102 MB)",
     )
+    s.add_argument(
+        "--method",
+        choices=METHODS,
+        default="fast",
+        help="fast: each repeated pattern of transfers simulated once where the schedule allows (else every "
+        "stage); full: every stage of every rank; both: each point both ways, with their ratio (default fast)",
+    )
     s.add_argument("--out", required=True, metavar="DIR", help="folder for simulation.csv and simulation.json")
 
 
@@ -53,12 +61,14 @@ def command(args: argparse.Namespace) -> None:
             raise UserError("simulate --algos auto: auto picks per size on a measured machine; name the algorithms")
     shape = shape_of(load_config(args).comm)
     platforms = chosen_platforms(args, [n for n in args.platform.split(",") if n])
+    methods = ["fast", "full"] if args.method == "both" else [args.method]
     points = [
-        Point(algo, p, n, plat, **shape)
+        Point(algo, p, n, plat, **shape, method=method)
         for plat in platforms
         for p in int_list(args.ranks, "--ranks")
         for n in int_list(args.bytes, "--bytes")
         for algo in algos
+        for method in methods
     ]
     out = check_out(args.out, "--out", folder=True)
     rows, skipped = simulate_points(points, "simulate", args.jobs)
@@ -68,14 +78,36 @@ def command(args: argparse.Namespace) -> None:
         {"platforms": [p.as_dict() for p in platforms], **shape, "skipped": skipped},
         "simulation.json",
     )
+    if args.method == "both":
+        print_agreement(rows)
+        return
     print(
         f"{'platform':>14} {'algorithm':>15} {'ranks':>6} {'bytes':>11} {'simulated ms':>13} {'busbw GB/s':>11} "
-        f"{'wall s':>7}",
+        f"{'wall s':>7} {'method':>9} {'patterns':>8}",
         file=sys.stderr,
     )
     for r in rows:
         print(
             f"{r['platform']:>14} {r['algorithm']:>15} {r['ranks']:>6} {r['bytes']:>11} "
-            f"{r['simulated_s'] * 1e3:>13.3f} {r['busbw_GBps']:>11.2f} {r['wall_s']:>7.1f}",
+            f"{r['simulated_s'] * 1e3:>13.3f} {r['busbw_GBps']:>11.2f} {r['wall_s']:>7.1f} {r['method']:>9} "
+            f"{r['patterns'] or '':>8}",
+            file=sys.stderr,
+        )
+
+
+def print_agreement(rows: list[dict[str, Any]]) -> None:
+    """Rows of ``--method both`` (fast then full per point) as one line per point: the fast path's time over the
+    full simulation's, and the wall times."""
+    print(
+        f"{'platform':>14} {'algorithm':>15} {'ranks':>6} {'bytes':>11} {'fast/full':>10} {'fast wall s':>12} "
+        f"{'full wall s':>12}  fast path",
+        file=sys.stderr,
+    )
+    for fast, full in zip(rows[::2], rows[1::2], strict=True):
+        how = f"{fast['patterns']} patterns" if fast["method"] == "patterns" else f"full: {fast['why_full']}"
+        print(
+            f"{fast['platform']:>14} {fast['algorithm']:>15} {fast['ranks']:>6} {fast['bytes']:>11} "
+            f"{fast['simulated_s'] / full['simulated_s']:>10.4f} {fast['wall_s']:>12.1f} {full['wall_s']:>12.1f}  "
+            f"{how}",
             file=sys.stderr,
         )

@@ -27,6 +27,10 @@ window, latency factor or cross traffic), so on one hop per message a ring's tim
 exactly 2(p-1) alpha + 2n(p-1)/p beta + n(p-1)/p gamma; contention between
 messages sharing a link is SimGrid's max-min flow sharing.
 
+By default a point is simulated by pattern (:mod:`scalerepro.sim.patterns`):
+each distinct stage once, in a child process forked for it, the full
+simulation only where that does not hold.
+
 SimGrid's engine can be made once per process, hence one process per
 point (:func:`scalerepro.sim.simulate` forks one for each); the process
 keeps to one core, where SimGrid's thread switches cost a sixth of what
@@ -37,11 +41,12 @@ from __future__ import annotations
 
 import math
 import os
+import pickle
 import sys
 import tempfile
 import time
 from collections import defaultdict, deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from typing import Any, cast
@@ -50,10 +55,14 @@ from scalerepro.comm.algorithms import on_grid
 from scalerepro.comm.costterms import no_cyclic_gc, schedules
 from scalerepro.comm.schedule import UNCUT, Recv, Schedule, Send, Spec, executor_chunk
 from scalerepro.errors import UserError
+from scalerepro.sim.patterns import OUT_OF_STEP, Plan, group_stages, in_step, most_summed
 from scalerepro.sim.platforms import Platform
 
 DEBIAN_DIST_PACKAGES = "/usr/lib/python3/dist-packages"  # where Debian's python3-simgrid puts its module
 INSTALL = "sudo apt-get install python3-simgrid (Debian/Ubuntu)"
+
+
+METHODS = ("fast", "full", "both")  # simulate --method: by pattern where it holds, every stage, each point both ways
 
 
 @dataclass(frozen=True)
@@ -71,6 +80,7 @@ class Point:
     dim_algorithms: tuple[str, ...] = ()  # multiring's per-dimension algorithms (comm.dim_algorithms)
     tree_arity: int = 2  # multicolor's trees (comm.tree_arity)
     chunk_bytes: int = 0  # pipeline chunk (comm.chunk_bytes; 0: the executor's own)
+    method: str = "fast"  # "fast": by pattern where the schedule allows (scalerepro.sim.patterns); "full": every stage
 
     def __post_init__(self) -> None:
         """Check the point fits the platform; errors name the field."""
@@ -98,14 +108,22 @@ class Point:
         )
 
     def schedules(self) -> list[Schedule]:
-        """Every rank's schedule as simulated: pipeline chunks where they are ordered, else uncut (module
-        docstring), collectives expanded."""
+        """Every rank's schedule as simulated (:meth:`read`)."""
+        return list(self.read())
+
+    def read(self) -> Iterator[Schedule]:
+        """Every rank's schedule as simulated, in rank order: pipeline chunks where they are ordered, else uncut
+        (module docstring), collectives expanded."""
         spec = self.spec()
         ranks = schedules(self.algorithm, spec, self.executor)
         first = next(ranks, None)
-        if first is None or first.follows:
-            return [] if first is None else [first, *ranks]
-        return list(schedules(self.algorithm, replace(spec, chunk_bytes=UNCUT), self.executor))
+        if first is None:
+            return
+        if first.follows:
+            yield first
+            yield from ranks
+            return
+        yield from schedules(self.algorithm, replace(spec, chunk_bytes=UNCUT), self.executor)
 
 
 SHAPE_KEYS = ("colors", "tree_arity", "chunk_bytes")  # the comm keys of the config a simulated schedule takes
@@ -271,10 +289,18 @@ class _Driver:
     """
 
     def __init__(
-        self, sg: Any, schedules: list[Schedule], hosts: list[Any], itemsize: int, gamma: float, streamed: bool
+        self,
+        sg: Any,
+        schedules: Sequence[Schedule],
+        hosts: list[Any],
+        itemsize: int,
+        gamma: float,
+        streamed: bool,
+        done: Callable[[], None] | None = None,
     ) -> None:
-        """Ready to run ``schedules`` on ``hosts``."""
+        """Ready to run ``schedules`` on ``hosts``; ``done`` is called when the last lane has left its last stage."""
         self.sg, self.hosts, self.itemsize, self.gamma, self.streamed = sg, hosts, itemsize, gamma, streamed
+        self.done = done
         self.base = [0]
         for sched in schedules:
             self.base.append(self.base[-1] + len(sched.lanes))
@@ -292,8 +318,23 @@ class _Driver:
                 self.followers[lead].append(u)
         self.stage, self.pending, self.reduced = [0] * n, [0] * n, [0] * n
         self.entered = [-1] * n  # the stage each unit has posted the messages of (-1: none yet)
+        self.running = sum(1 for _, lane in self.lane if lane)  # units that have not left their last stage
+        self.ended = [-1.0] * n  # when each unit left its last stage (-1: it had none, or has not)
         self.sends: dict[tuple[int, int, int], deque[int]] = defaultdict(deque)
         self.recvs: dict[tuple[int, int, int], int] = defaultdict(int)
+
+    def spreads(self) -> tuple[float, float]:
+        """How far apart the lanes ended (each lane at its last rank), and the most one rank's lanes ended apart."""
+        lanes: dict[int, float] = {}
+        ranks: dict[int, list[float]] = defaultdict(list)
+        for u, end in enumerate(self.ended):
+            if end >= 0:
+                index = self.lane[u][0]
+                lanes[index] = max(lanes.get(index, 0.0), end)
+                ranks[self.rank[u]].append(end)
+        if not lanes:
+            return 0.0, 0.0
+        return max(lanes.values()) - min(lanes.values()), max(max(e) - min(e) for e in ranks.values())
 
     def unfinished(self) -> list[int]:
         """The ranks with a lane that did not run to its end."""
@@ -393,6 +434,11 @@ class _Driver:
         """Unit u leaves its stage: it and the units that follow it are to enter their next."""
         self.stage[u] += 1
         moved.append(u)
+        if self.stage[u] == len(self.lane[u][1]):
+            self.ended[u] = self.sg.Engine.clock
+            self.running -= 1
+            if self.running == 0 and self.done is not None:
+                self.done()
         moved.extend(self.followers[u])
 
 
@@ -402,29 +448,29 @@ PER_ACTOR = 16  # transfers one actor waits on before it hands half to a new one
 
 
 def run_point(point: Point) -> dict[str, Any]:
-    """Simulate ``point`` in this process (once per process); its result row."""
-    sg = load_simgrid()
-    engine = sg.Engine(
-        ["scalerepro", "--log=root.thres:critical", "--cfg=network/model:CM02", "--cfg=network/crosstraffic:0"]
-    )
+    """Simulate ``point`` in this process (once per process); its result row.
+
+    By pattern (:mod:`scalerepro.sim.patterns`) where ``point.method`` is
+    ``fast`` and the schedule allows it: the patterns run in a forked
+    child (one engine per process), so that where they show the lanes out
+    of step this process still has its engine for the full simulation.
+    """
+    load_simgrid()
     t0 = time.perf_counter()
     with no_cyclic_gc():
-        ranks = point.schedules()
-        dims, nodes = point.platform.ranks(point.ranks)
-        hosts = _torus(sg, dims, point.platform) if dims else _fattree(sg, nodes, point.platform, _pairs(ranks))
-        plat = point.platform
-        driver = _Driver(sg, ranks, hosts, point.itemsize, plat.gamma_s_per_byte, plat.reduction == "streamed")
-        units, actors = len(driver.rank), min(ACTORS, point.ranks)
-        for j in range(actors):
-            sg.Actor.create(f"driver{j}", hosts[j], driver.actor(range(j, units, actors)))
-        engine.run()
-    unfinished = driver.unfinished()
-    if unfinished:
-        raise UserError(
-            f"simulate: {point.algorithm} on {point.ranks} ranks stopped with rank {unfinished[0]} "
-            "waiting for a message (a schedule whose messages do not match)"
-        )
-    seconds = float(engine.clock)
+        found = group_stages(point.read) if point.method == "fast" else "asked for (method full)"
+        seconds = None
+        if isinstance(found, Plan):
+            grouped = found
+            seconds = _forked(lambda: _run_patterns(point, grouped))
+            found = grouped if seconds is not None else OUT_OF_STEP
+        if seconds is None:
+            ranks = point.schedules()
+            seconds, patterns, stages = _run_full(point, ranks), 0, _stages(ranks)
+        else:
+            assert isinstance(found, Plan)
+            patterns, stages = len(found.counts), found.stages
+    dims, nodes = point.platform.ranks(point.ranks)
     algbw = point.nbytes / seconds / 1e9 if seconds > 0 else 0.0
     return {
         "platform": point.platform.name,
@@ -437,5 +483,114 @@ def run_point(point: Point) -> dict[str, Any]:
         "simulated_s": seconds,
         "algbw_GBps": algbw,
         "busbw_GBps": algbw * 2 * (point.ranks - 1) / point.ranks,
+        "method": "patterns" if isinstance(found, Plan) else "full",
+        "why_full": "" if isinstance(found, Plan) else found,
+        "stages": stages,
+        "patterns": patterns,
         "wall_s": time.perf_counter() - t0,
     }
+
+
+def _engine() -> Any:
+    """SimGrid's engine for this process, CM02 without cross traffic, its log at critical only."""
+    return load_simgrid().Engine(
+        ["scalerepro", "--log=root.thres:critical", "--cfg=network/model:CM02", "--cfg=network/crosstraffic:0"]
+    )
+
+
+def _forked(work: Callable[[], float | None]) -> float | None:
+    """``work()`` run in a forked child (which makes its own engine); its answer, or its UserError raised here."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: answer down the pipe and exit, never unwind into the caller
+        os.close(read)
+        try:
+            answer: tuple[str, Any] = ("ok", work())
+        except BaseException as exc:
+            answer = ("error", str(exc))
+        data = pickle.dumps(answer)
+        while data:
+            data = data[os.write(write, data) :]
+        os._exit(0)
+    os.close(write)
+    chunks = []
+    while chunk := os.read(read, 1 << 16):
+        chunks.append(chunk)
+    os.close(read)
+    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    if not chunks:
+        raise UserError(f"simulate: the process simulating the patterns ended (exit status {status}) without an answer")
+    kind, value = pickle.loads(b"".join(chunks))
+    if kind == "error":
+        raise UserError(value)
+    return cast("float | None", value)
+
+
+def _stages(ranks: list[Schedule]) -> int:
+    """The stages of the longest lane."""
+    return max((len(lane) for s in ranks for lane in s.lanes), default=0)
+
+
+def _hosts(sg: Any, point: Point, pairs: set[tuple[int, int]]) -> list[Any]:
+    """The platform's hosts for ``point``, routes for ``pairs`` where the platform is a fat tree."""
+    dims, nodes = point.platform.ranks(point.ranks)
+    return _torus(sg, dims, point.platform) if dims else _fattree(sg, nodes, point.platform, pairs)
+
+
+def _driver(
+    sg: Any, point: Point, ranks: Sequence[Schedule], hosts: list[Any], done: Callable[[], None] | None
+) -> _Driver:
+    """A driver for ``ranks`` on ``hosts``, its actors created (they start when the engine runs or at once)."""
+    plat = point.platform
+    driver = _Driver(sg, ranks, hosts, point.itemsize, plat.gamma_s_per_byte, plat.reduction == "streamed", done)
+    units, actors = len(driver.rank), min(ACTORS, point.ranks)
+    for j in range(actors):
+        sg.Actor.create(f"driver{j}", hosts[j], driver.actor(range(j, units, actors)))
+    return driver
+
+
+def _stuck(point: Point, driver: _Driver) -> None:
+    """A UserError where a rank of ``driver`` did not finish (its schedule's messages do not match)."""
+    unfinished = driver.unfinished()
+    if unfinished:
+        raise UserError(
+            f"simulate: {point.algorithm} on {point.ranks} ranks stopped with rank {unfinished[0]} "
+            "waiting for a message (a schedule whose messages do not match)"
+        )
+
+
+def _run_full(point: Point, ranks: list[Schedule]) -> float:
+    """Every stage of every rank in one run of the engine; the simulated seconds."""
+    engine, sg = _engine(), load_simgrid()
+    driver = _driver(sg, point, ranks, _hosts(sg, point, _pairs(ranks)), None)
+    engine.run()
+    _stuck(point, driver)
+    return float(engine.clock)
+
+
+def _run_patterns(point: Point, found: Plan) -> float | None:
+    """Each pattern of ``found`` alone, one after another in one run of the engine: the all-reduce's seconds (the
+    sum over stages of their pattern's time), or None as soon as a pattern's lanes end apart (lanes out of step)."""
+    engine, sg = _engine(), load_simgrid()
+    hosts = _hosts(sg, point, set().union(*(_pairs(list(p)) for p in found.patterns)))
+    gamma = point.platform.gamma_s_per_byte * point.itemsize if point.platform.reduction == "after" else 0.0
+    seconds: list[float] = []
+    drivers: list[_Driver] = []
+
+    def start() -> None:
+        pattern, begun = found.patterns[len(drivers)], float(engine.clock)
+
+        def done() -> None:
+            took = float(engine.clock) - begun
+            if in_step(took, *drivers[-1].spreads(), gamma * most_summed(pattern)):
+                seconds.append(took)
+                if len(drivers) < len(found.patterns):
+                    start()
+
+        drivers.append(_driver(sg, point, pattern, hosts, done))
+
+    start()
+    engine.run()
+    for driver in drivers:
+        _stuck(point, driver)
+    return found.total(seconds) if len(seconds) == len(found.patterns) else None

@@ -1,0 +1,98 @@
+"""The fast path (a schedule's stages simulated once per pattern) against the full simulation of every stage."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from scalerepro.comm.algorithms import names
+from scalerepro.comm.schedule import Recv, Schedule, Send
+from scalerepro.sim import simulate, simulate_feasible
+from scalerepro.sim.engine import Point
+from scalerepro.sim.patterns import OUT_OF_STEP, PIPELINED, SIZE_TOLERANCE, UNMATCHED, group_stages
+from scalerepro.sim.platforms import Platform
+
+pytestmark = pytest.mark.usefixtures("needs_simgrid")
+
+TORUS = Platform("torus", "torus", 64, 40.0, 1.0, 3e-12, reduction="streamed")
+NODES = Platform(  # nodes of 4 ranks, 2 adapters each, a 2:1 core: messages share links inside a stage and across
+    "nodes",
+    "fattree",
+    64,
+    12.5,
+    5.0,
+    4e-12,
+    ranks_per_node=4,
+    intra_GBps=40.0,
+    intra_latency_us=5.0,
+    nics_per_node=2,
+    oversubscription=2.0,
+)
+WIDE = Platform(  # nodes of 8 ranks on 8 adapters, a sum slower than the links
+    "wide", "fattree", 64, 50.0, 3.0, 2e-10, ranks_per_node=8, intra_GBps=450.0, intra_latency_us=2.0, nics_per_node=8
+)
+ALGORITHMS = [a for a in names() if a != "auto"]
+NBYTES = 4 * 1_000_003  # a prime count of floats: no rank count splits it evenly
+
+
+@pytest.mark.parametrize("platform", [TORUS, NODES, WIDE], ids=lambda p: p.name)
+@pytest.mark.parametrize("ranks", [16, 24])
+def test_every_algorithm_by_pattern_within_two_percent_of_every_stage(platform, ranks):
+    """Every algorithm on a torus and on two fat trees, at rank counts whose grids are square and not: the fast
+    result within 2% of the full simulation's; the full simulation runs for the pipelined trees, for torus2d's
+    halves wherever they do not cross the same links alike (a fat tree, a 4 x 6 torus), and for NCCL's rings
+    where sums slower than the links meet lanes out of step, and for nothing else."""
+    points = [Point(a, ranks, NBYTES, platform, method=m) for a in ALGORITHMS for m in ("fast", "full")]
+    rows, _ = simulate_feasible(points, "test", 0)
+    assert len(rows) == 2 * len(ALGORITHMS)
+    for fast, full in zip(rows[::2], rows[1::2], strict=True):
+        assert (fast["algorithm"], full["method"]) == (full["algorithm"], "full")
+        assert fast["simulated_s"] == pytest.approx(full["simulated_s"], rel=0.02), fast["algorithm"]
+    in_full = {r["algorithm"]: r["why_full"] for r in rows[::2] if r["method"] == "full"}
+    want = {"dbtree": PIPELINED, "multicolor": PIPELINED}
+    if platform is not TORUS or ranks != 16:
+        want |= {"torus2d": OUT_OF_STEP, "torus2d-4link": OUT_OF_STEP}
+    if platform is WIDE:
+        want["nccl"] = OUT_OF_STEP
+    assert in_full == want
+
+
+@pytest.mark.parametrize("ranks", [8, 64])
+def test_a_ring_is_two_patterns_at_any_rank_count(ranks):
+    """The ring's 2(p-1) stages are one reduce-scatter pattern and one all-gather pattern, whatever p."""
+    row = simulate([Point("ring", ranks, NBYTES, NODES)])[0]
+    assert (row["method"], row["patterns"], row["stages"]) == ("patterns", 2, 2 * (ranks - 1))
+
+
+def test_lanes_out_of_step_are_simulated_in_full():
+    """torus2d's halves on a fat tree, one inside its node while the other crosses the network: the pattern run
+    shows the lanes ending apart, and the full simulation's number is what comes back."""
+    fast, full = simulate([Point("torus2d", 16, NBYTES, NODES, method=m) for m in ("fast", "full")])
+    assert (fast["method"], fast["why_full"]) == ("full", OUT_OF_STEP)
+    assert fast["simulated_s"] == full["simulated_s"]
+
+
+def test_pipelined_trees_are_simulated_in_full():
+    """multicolor's pipelined trees overlap one stage with the next, so no stage is alone: the full simulation."""
+    row = simulate([Point("multicolor", 16, 64 << 20, NODES, chunk_bytes=4 << 20)])[0]
+    assert (row["method"], row["why_full"]) == ("full", PIPELINED)
+
+
+def test_sizes_that_differ_by_an_element_share_a_pattern_and_err_upwards():
+    """A ring of 7 over 1,000,003 floats: chunks of 142,857 and 142,858 floats, so no two stages are alike byte for
+    byte; they share two patterns padded to the larger chunk, and the result is above the full one by less than
+    the tolerance."""
+    point = Point("ring", 7, NBYTES, TORUS)
+    found = group_stages(point.read)
+    assert not isinstance(found, str)
+    assert found.counts == (6, 6)
+    fast, full = simulate([point, replace(point, method="full")])
+    assert 1 <= fast["simulated_s"] / full["simulated_s"] <= 1 + SIZE_TOLERANCE
+
+
+def test_stages_that_do_not_match_within_themselves_are_not_grouped():
+    """Rank 0 sends in its first stage, rank 1 receives in its second: no stage runs alone, so no plan."""
+    sender = Schedule((((Send(1, 0, 8),), ()),))
+    receiver = Schedule(((((), (Recv(0, 0, 8),))),))
+    assert group_stages(lambda: [sender, receiver]) == UNMATCHED

@@ -22,8 +22,8 @@ def results(repo: Path, rate_n2: float, scratch: Path) -> None:
     """results/metrics.json and results/analysis/*.csv from two faked runs, through collect + analyze."""
     shutil.rmtree(scratch, ignore_errors=True)
     runs = [
-        _fake_run(scratch / "r1", "ring", 1, [0.5, 0.75, 0.8], [50, 100, 100]),
-        _fake_run(scratch / "r2", "ring", 2, [0.4, 0.6, 0.71], [90, rate_n2, rate_n2]),
+        _fake_run(scratch / "r1", "multiring", 1, [0.5, 0.75, 0.8], [50, 100, 100]),
+        _fake_run(scratch / "r2", "multiring", 2, [0.4, 0.6, 0.71], [90, rate_n2, rate_n2]),
     ]
     collect(runs, [], scratch / "collect")
     analyze(
@@ -73,10 +73,12 @@ def test_metrics_and_plots_diff_between_two_commits(tmp_path):
 
     diff = json.loads(run(DVC, "metrics", "diff", "HEAD~1", "HEAD", "--json").stdout)
     changes = diff["results/metrics.json"]
-    assert changes["runs.ring-n2-g1-s0-r0.images_per_s"] == {"old": 160.0, "new": 120.0, "diff": -40.0}
-    assert changes["scaling.ring-g1-n2.efficiency"]["new"] < changes["scaling.ring-g1-n2.efficiency"]["old"]
+    assert changes["runs.multiring-n2-g1-s0-r0.images_per_s"] == {"old": 160.0, "new": 120.0, "diff": -40.0}
+    assert changes["scaling.multiring-g1-n2.efficiency"]["new"] < changes["scaling.multiring-g1-n2.efficiency"]["old"]
 
-    cards = diff["results/reproduction.json"]  # a claim's measured value (here Cho et al.'s efficiency) moved
+    cards = diff[
+        "results/reproduction.json"
+    ]  # a claim's measured value (here Cho et al.'s efficiency, of their multiring) moved
     moved = cards["Cho et al. 2017.cho-scaling-95.value"]
     assert moved["new"] < moved["old"]
 

@@ -107,18 +107,51 @@ def claim(**over):
         (1.0, 0.9, 1.1, "consistent"),
         (1.0, 0.5, 1.1, "undetermined"),
         (1.0, 1.3, 1.5, "inconsistent"),
-        (None, 1.1, 1.5, "no published figure"),
+        (None, 1.1, 1.5, "for reference"),
         (0.93, 0.90, 0.92, "consistent"),  # just outside a narrow band, within the tolerance
         (1.25, 0.9, 1.1, "undetermined"),  # beyond the band, but within 20% of its edge
         (2.0, 1.0, 1.1, "inconsistent"),
     ],
 )
-def test_verdicts_from_the_band(published, low, high, verdict):
+def test_verdicts_from_the_band_within_twenty_percent(published, low, high, verdict):
+    assert judge(published, (low + high) / 2, low, high, "images_per_s")[0] == verdict
+
+
+@pytest.mark.parametrize(
+    ("published", "low", "high", "verdict"),
+    [
+        (0.95, 0.92, 0.99, "consistent"),
+        (0.95, 0.66, 0.99, "undetermined"),
+        (0.95, 0.79, 0.85, "inconsistent"),  # within 20% as a ratio (0.95 / 1.2 = 0.79), ten points off
+        (0.95, 0.91, 0.93, "consistent"),  # two points below, within five
+        (0.90, 0.92, 0.95, "consistent"),
+        (0.90, 0.96, 0.99, "inconsistent"),
+    ],
+)
+def test_efficiency_is_judged_within_five_percentage_points(published, low, high, verdict):
     assert judge(published, (low + high) / 2, low, high, "efficiency")[0] == verdict
 
 
+@pytest.mark.parametrize(
+    ("bound", "low", "high", "verdict"),
+    [
+        ("floor", 1.2e6, 2.0e6, "consistent"),  # far above "over 1.05 M" still agrees
+        ("floor", 0.9e6, 1.3e6, "consistent"),  # 0.9 M is within 20% of the floor
+        ("floor", 0.5e6, 1.3e6, "undetermined"),
+        ("floor", 0.5e6, 0.8e6, "inconsistent"),
+        ("ceiling", 0.2e6, 1.0e6, "consistent"),  # steps well inside a whole run's time
+        ("ceiling", 1.0e6, 1.5e6, "undetermined"),
+        ("ceiling", 1.4e6, 1.5e6, "inconsistent"),
+        ("point", 1.2e6, 2.0e6, "undetermined"),
+    ],
+)
+def test_a_floor_or_a_ceiling_is_judged_on_its_side_only(bound, low, high, verdict):
+    assert judge(1.05e6, (low + high) / 2, low, high, "images_per_s", bound)[0] == verdict
+
+
 def test_inconsistent_says_by_how_much_beyond_the_edge():
-    assert judge(1.0, 1.4, 1.25, 1.5, "efficiency") == ("inconsistent", pytest.approx(1 / 1.25 - 1))
+    assert judge(1.0, 1.4, 1.25, 1.5, "images_per_s") == ("inconsistent", pytest.approx(1 / 1.25 - 1))
+    assert judge(0.95, 0.8, 0.75, 0.85, "efficiency") == ("inconsistent", pytest.approx(0.10))
 
 
 @pytest.mark.parametrize(("low", "high", "verdict"), [(1.1, 1.6, "separated"), (0.9, 1.2, "not separated")])

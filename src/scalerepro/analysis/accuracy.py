@@ -47,6 +47,7 @@ RECIPE_COLUMNS = [
     "bn_group",
     "optimizer",
     "global_batch",
+    "steps",
     "seed",
     "final_top1",
     "best_top1",

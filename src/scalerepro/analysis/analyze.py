@@ -81,6 +81,7 @@ def per_run(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
                 "repetition": int(run.repetition),
                 "optimizer": run.optimizer,
                 "global_batch": int(run.global_batch),
+                "steps": int(st["step"].max()) + 1 if len(st) else None,  # optimizer steps taken (numbered from 0)
                 "dataset": getattr(run, "dataset", None),
                 "synthetic": getattr(run, "synthetic", None),
                 "status": run.status,

@@ -26,6 +26,8 @@ from scalerepro.comm.algorithms import check_named
 from scalerepro.errors import UserError
 from scalerepro.io import write_json_atomic, write_text_atomic
 from scalerepro.papers import Paper, load_papers
+from scalerepro.sim.claims import VERDICTS as SIMULATED_VERDICTS
+from scalerepro.sim.claims import beyond_text, tolerance_text
 
 # what adds the simulated rows where SimGrid is missing (or the simulation was turned off)
 ADD_SIMULATION = "`sudo make system-deps && make run` adds it (SimGrid's Python module; or simulate.enabled was false)"
@@ -35,7 +37,7 @@ TABLES = {
     "busbw": ("algorithm", "world_size", "bytes", "time_us"),
     "accuracy": ("algorithm", "world_size", "final_top1", "ring_top1", "diff", "noise"),
     "recipes": ("variant", "world_size", "bn_group", "optimizer", "global_batch", "seed", "final_top1"),
-    "scaling": ("setting", "world_size", "efficiency"),
+    "scaling": ("setting", "algorithm", "world_size", "efficiency"),
     "papers": ("id", "simulated"),
     "runs": (),
 }
@@ -64,6 +66,8 @@ SCOPES = {
     "numerics": "the sums' rounding only: any run that trains the algorithms side by side at one seed",
     "recipe": "the recipe on a real dataset (the synthetic laptop data only indicates)",
 }
+NUMERICS_ONLY = " (numerics only: the all-reduce's share, the same top-1 as the ring at one seed)"
+# The verdicts' first words (a numerics verdict ends in NUMERICS_ONLY; an unverified claim's adds what was measured)
 VERDICTS = (
     "reproduced",
     "not reproduced",
@@ -73,6 +77,7 @@ VERDICTS = (
     "not in this run",
     "unverified claim",
 )
+UNVERIFIED = "unverified claim"
 RATIO_BYTES = 1 << 20  # a speed claim is about large messages (ResNet-50's gradient buckets): sizes from here up
 PERCENTILES = (10, 90)  # the interval of a measured ratio over the bench's rounds and sizes
 
@@ -250,7 +255,7 @@ def accuracy_agreement(tables: dict[str, pd.DataFrame], scope: str, algorithm: s
     if scope != "numerics":
         return Measured(float(row["diff"]), text, _indicative(scope), regime, resolution=res)
     ok = abs(float(row["diff"])) <= res + 1e-9
-    verdict = "reproduced" if ok else "not reproduced"
+    verdict = ("reproduced" if ok else "not reproduced") + NUMERICS_ONLY
     return Measured(float(row["diff"]), text, verdict, regime, resolution=res, reproduced=int(ok))
 
 
@@ -277,10 +282,17 @@ def _select(recipes: pd.DataFrame, where: dict[str, Any]) -> pd.DataFrame:
 
 
 def recipe_delta(
-    tables: dict[str, pd.DataFrame], scope: str, runs: dict[str, Any], against: dict[str, Any], **_: Any
+    tables: dict[str, pd.DataFrame],
+    scope: str,
+    runs: dict[str, Any],
+    against: dict[str, Any],
+    same_batch: dict[str, Any] | None = None,
+    **_: Any,
 ) -> Measured:
     """Final top-1 of the runs matching ``runs`` minus that of ``against`` (first seed); judged (no loss larger
-    than the resolution) only on a real dataset, indicative on the synthetic one."""
+    than the resolution) only on a real dataset, indicative on the synthetic one. ``same_batch``, where given,
+    selects a run at the first one's batch whose difference is reported beside it (a recipe at a large batch
+    against the small-batch recipe at that batch), and each run says how many optimizer steps it took."""
     recipes = tables["recipes"]
     a, b = _select(recipes, runs), _select(recipes, against)
     if a.empty or b.empty:
@@ -292,6 +304,13 @@ def recipe_delta(
     text = (
         f"top-1 {ra['final_top1']:.3f} ({_describe(ra)}) against {rb['final_top1']:.3f} ({_describe(rb)}), {delta:+.3f}"
     )
+    same = _select(recipes, same_batch) if same_batch else recipes.iloc[0:0]
+    if len(same):
+        rc = same.sort_values("seed").iloc[0]
+        text += (
+            f"; at the same batch against {rc['final_top1']:.3f} ({_describe(rc)}), "
+            f"{float(ra['final_top1'] - rc['final_top1']):+.3f}"
+        )
     text += f", resolution {res:.3f}" if res is not None else ", resolution unknown"
     regime = f"{int(ra['world_size'])} ranks, {_data_regime(ra)}"
     if bool(ra.get("synthetic", True)) or res is None:
@@ -302,18 +321,26 @@ def recipe_delta(
 
 def _describe(run: pd.Series) -> str:
     """A recipe run in a few words."""
-    return f"{run['optimizer']}, batch {int(run['global_batch'])}, BN over {run['bn_group']}"
+    steps = run.get("steps")
+    took = f", {int(steps)} steps" if steps is not None and pd.notna(steps) else ""
+    return f"{run['optimizer']}, batch {int(run['global_batch'])}, BN over {run['bn_group']}{took}"
 
 
 # --- the rest: scaling efficiency (never judged on CPU ranks), and what this hardware cannot measure ---
 
 
-def scaling_efficiency(tables: dict[str, pd.DataFrame], scope: str, needs: str, **_: Any) -> Measured:
-    """The measured scaling efficiency at the largest rank count: indicative (see ``needs``)."""
+def scaling_efficiency(tables: dict[str, pd.DataFrame], scope: str, needs: str, algorithm: str, **_: Any) -> Measured:
+    """The measured scaling efficiency of the claim's ``algorithm`` at the largest rank count: indicative (see
+    ``needs``). Another algorithm's curve is no evidence for the claim, so it is named, not quoted."""
     scale = tables["scaling"].dropna(subset=["efficiency"])
     scale = scale[scale.groupby("setting")["world_size"].transform("nunique") > 1]  # a curve, not one point
     if scale.empty:
         return Measured(None, "no scaling measured", f"not measurable here: {needs}")
+    others = sorted({str(a) for a in scale["algorithm"]} - {algorithm}) if "algorithm" in scale else []
+    scale = scale[scale["algorithm"] == algorithm] if "algorithm" in scale else scale.iloc[0:0]
+    if scale.empty:
+        curves = f" (this run's curves are of {', '.join(others)})" if others else ""
+        return Measured(None, f"no {algorithm} scaling curve{curves}", f"not measurable here: {needs}")
     row = _largest(scale, "world_size").iloc[0]
     regime = f"{int(row['world_size'])} CPU ranks"
     text = f"{row['efficiency']:.0%} at {int(row['world_size'])} ranks ({row['setting']})"
@@ -382,15 +409,21 @@ def simulated(papers_csv: pd.DataFrame, claim: str | None) -> str:
         value += " (not independent: the platform's compute rate comes from the paper's own results)"
     verdict = str(row.get("verdict"))
     if verdict == "inconsistent":
-        return f"{value}: inconsistent, the published figure lies {row['outside_by']:+.0%} beyond the band's edge"
+        return f"{value}: inconsistent, {beyond_text(row['metric'], row['outside_by'])}"
+    if verdict in ("consistent", "undetermined"):
+        bound = BOUND_WORDS.get(str(row.get("bound")), "")
+        return f"{value}: {verdict} (tolerance {tolerance_text(row['metric'])}{bound})"
     return f"{value}: {verdict}"
+
+
+BOUND_WORDS = {"floor": "; the published figure a floor", "ceiling": "; the published figure a ceiling"}
 
 
 def _format(metric: str, value: float) -> str:
     """A simulated value in the claim's unit."""
     return {
         "efficiency": f"{value:.0%} efficiency",
-        "time_90_epochs_s": f"{value / 60:.1f} min for 90 epochs",
+        "time_90_epochs_s": f"{value / 60:.1f} min of training steps for 90 epochs",
         "images_per_s": f"{value / 1e6:.3f} M images/s",
         "speedup_over": f"{value:.2f}x faster all-reduce",
         "step_speedup_over": f"{value:.2f}x faster step",
@@ -398,11 +431,14 @@ def _format(metric: str, value: float) -> str:
 
 
 def judge_claim(claim: dict[str, Any], tables: dict[str, pd.DataFrame]) -> Measured:
-    """The claim's measurement, its verdict replaced by ``unverified claim`` where no held source states it."""
+    """The claim's measurement; where no held source states the claim, its verdict is ``unverified claim``, with
+    what the measurement found where it judged the claim's numerics (so the same measurement reads alike on every
+    card)."""
     params = {k: v for k, v in claim["measure"].items() if k != "kind"}
     got = MEASURES[claim["measure"]["kind"]](tables, claim["scope"], **params)
     if claim.get("unverified"):
-        return Measured(got.value, got.text, "unverified claim", got.regime, got.low, got.high, got.resolution)
+        found = f"; measured: {got.verdict}" if got.verdict.endswith(NUMERICS_ONLY) else ""
+        return Measured(got.value, got.text, UNVERIFIED + found, got.regime, got.low, got.high, got.resolution)
     return got
 
 
@@ -472,7 +508,7 @@ def establishes(tables: dict[str, pd.DataFrame], table: pd.DataFrame) -> list[st
         if len(done)
         else f"- Simulation: not in this run: {ADD_SIMULATION}."
     )
-    unverified = int((table["verdict"] == "unverified claim").sum())
+    unverified = int(table["verdict"].str.startswith(UNVERIFIED).sum())
     lines.append(f"- Claims no held source states: {unverified} (marked unverified claim, measured all the same).")
     lines.append(
         "- What would judge the speed and scale claims themselves: a paper's preset run on a cluster, several "
@@ -488,6 +524,13 @@ def markdown(papers: list[Paper], table: pd.DataFrame, tables: dict[str, pd.Data
     lines += [
         "Verdicts: " + "; ".join(VERDICTS) + ". A verdict is given only where the measurement was made on what "
         "the claim's scope needs (" + "; ".join(f"{k}: {v}" for k, v in SCOPES.items()) + ").",
+        "",
+        (
+            "Simulated at the paper's scale (a figure under the assumptions of config/platforms.yaml, not a "
+            f"measurement): {'; '.join(SIMULATED_VERDICTS)}. The tolerance is {tolerance_text('efficiency')} for an "
+            f"efficiency and {tolerance_text('images_per_s')} (as a ratio) for the rest; a published figure stated as "
+            "'over' is a floor, and a whole run's wall time a ceiling for the simulated training steps alone."
+        ),
         "",
     ]
     for paper in papers:

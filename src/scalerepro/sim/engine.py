@@ -45,7 +45,7 @@ import pickle
 import sys
 import tempfile
 import time
-from collections import defaultdict, deque
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
@@ -258,6 +258,46 @@ def _fattree(sg: Any, nodes: tuple[int, ...], platform: Platform, pairs: set[tup
     return hosts
 
 
+def _shared(point: Point, pattern: Sequence[Schedule]) -> bool:
+    """Whether two messages of the one-stage schedules ``pattern`` cross one network link: a node's adapter or
+    the core link of a fat tree (a rank's own port is its alone), or a torus link (:func:`_torus_links`)."""
+    dims, nodes = point.platform.ranks(point.ranks)
+    sent = [(r, step.peer) for r, s in enumerate(pattern) for step in s.steps() if isinstance(step, Send)]
+    if dims:
+        used = Counter(link for a, b in sent for link in _torus_links(dims, a, b))
+        return any(n > 1 for n in used.values())
+    g, nics = min(point.platform.ranks_per_node, len(nodes)), point.platform.nics_per_node
+    crossing = [(a, b) for a, b in sent if nodes[a] != nodes[b]]
+    if point.platform.oversubscription > 1 and len(crossing) > 1:
+        return True
+    out = Counter((nodes[a], (a % g) % nics) for a, _ in crossing)
+    into = Counter((nodes[b], (b % g) % nics) for _, b in crossing)
+    return any(n > 1 for n in (*out.values(), *into.values()))
+
+
+def _torus_links(dims: tuple[int, ...], a: int, b: int) -> list[tuple[int, int, int]]:
+    """The links (rank, dimension, +1 or -1) a message from rank a to rank b takes on a torus of ``dims`` (first
+    dimension fastest in the rank), routed dimension by dimension the shorter way round: an estimate of
+    SimGrid's routes, enough to tell messages that share a link from those that do not."""
+    coords, at = [], a
+    for d in dims:
+        at, x = divmod(at, d)
+        coords.append(x)
+    target, at = [], b
+    for d in dims:
+        at, x = divmod(at, d)
+        target.append(x)
+    links = []
+    for k, d in enumerate(dims):
+        ahead = (target[k] - coords[k]) % d
+        step = 1 if ahead <= d - ahead else -1
+        while coords[k] != target[k]:
+            rank = sum(c * math.prod(dims[:i]) for i, c in enumerate(coords))
+            links.append((rank, k, step))
+            coords[k] = (coords[k] + step) % d
+    return links
+
+
 def _pairs(schedules: list[Schedule]) -> set[tuple[int, int]]:
     """Every (sender, receiver) pair the schedules send on."""
     return {(r, step.peer) for r, s in enumerate(schedules) for step in s.steps() if isinstance(step, Send)}
@@ -323,8 +363,9 @@ class _Driver:
         self.sends: dict[tuple[int, int, int], deque[int]] = defaultdict(deque)
         self.recvs: dict[tuple[int, int, int], int] = defaultdict(int)
 
-    def spreads(self) -> tuple[float, float]:
-        """How far apart the lanes ended (each lane at its last rank), and the most one rank's lanes ended apart."""
+    def spreads(self) -> tuple[float, float, float]:
+        """How far apart the lanes ended (each lane at its last rank), the most one rank's lanes ended apart, and
+        how far apart the first and the last unit ended."""
         lanes: dict[int, float] = {}
         ranks: dict[int, list[float]] = defaultdict(list)
         for u, end in enumerate(self.ended):
@@ -333,8 +374,13 @@ class _Driver:
                 lanes[index] = max(lanes.get(index, 0.0), end)
                 ranks[self.rank[u]].append(end)
         if not lanes:
-            return 0.0, 0.0
-        return max(lanes.values()) - min(lanes.values()), max(max(e) - min(e) for e in ranks.values())
+            return 0.0, 0.0, 0.0
+        ends = [e for e in self.ended if e >= 0]
+        return (
+            max(lanes.values()) - min(lanes.values()),
+            max(max(e) - min(e) for e in ranks.values()),
+            max(ends) - min(ends),
+        )
 
     def unfinished(self) -> list[int]:
         """The ranks with a lane that did not run to its end."""
@@ -582,7 +628,7 @@ def _run_patterns(point: Point, found: Plan) -> float | None:
 
         def done() -> None:
             took = float(engine.clock) - begun
-            if in_step(took, *drivers[-1].spreads(), gamma * most_summed(pattern)):
+            if in_step(took, *drivers[-1].spreads(), gamma * most_summed(pattern), _shared(point, pattern)):
                 seconds.append(took)
                 if len(drivers) < len(found.patterns):
                     start()

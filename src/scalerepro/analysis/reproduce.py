@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -570,8 +571,13 @@ def methods(paper: Paper) -> list[str]:
 
 def tally(rows: pd.DataFrame) -> str:
     """Cards' verdicts counted (``6 not measurable here, 1 reproduced``): what a run can say of the claims."""
-    counts = rows["verdict"].str.split(":").str[0].value_counts()
+    counts = rows["verdict"].map(verdict_word).value_counts()
     return ", ".join(f"{n} {v}" for v, n in counts.items())
+
+
+def verdict_word(verdict: str) -> str:
+    """A verdict's fixed phrase (one of :data:`VERDICTS`), without what follows it: its reason, scope or finding."""
+    return re.split(r"[:;(]", verdict)[0].strip()
 
 
 def dvc_metrics(table: pd.DataFrame) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scalerepro.analysis.accuracy import AGREEMENT_COLUMNS
+from scalerepro.analysis.accuracy import AGREEMENT_COLUMNS, RECIPE_COLUMNS
 from scalerepro.analysis.reproduce import NUMERICS_ONLY, VERDICTS, load_cards, reproduce, verdict_word
 from scalerepro.errors import UserError
 from tests.support import REPO, paper_folder
@@ -59,23 +59,13 @@ def tables(
     pd.DataFrame([(*a, *data.values()) for a in agreement], columns=AGREEMENT_COLUMNS).to_csv(
         folder / "accuracy.csv", index=False
     )
-    recipes = [
-        ("r1", "base", 4, "1", "sgd", 128, 0, 0.80, 50),
-        ("r2", "base", 4, "4", "sgd", 128, 0, 0.81, 50),
-        ("r3", "lars", 4, "1", "lars", 512, 0, 0.50, 15),
-        ("r4", "large-batch", 4, "1", "sgd", 512, 0, 0.30, 15),
+    recipes = [  # the first columns of the recipes table, steps before seed
+        ("r1", "base", 4, "1", "sgd", 128, 50, 0, 0.80),
+        ("r2", "base", 4, "4", "sgd", 128, 50, 0, 0.81),
+        ("r3", "lars", 4, "1", "lars", 512, 15, 0, 0.50),
+        ("r4", "large-batch", 4, "1", "sgd", 512, 15, 0, 0.30),
     ]
-    recipe_columns = [
-        "run",
-        "variant",
-        "world_size",
-        "bn_group",
-        "optimizer",
-        "global_batch",
-        "seed",
-        "final_top1",
-        "steps",
-    ]
+    recipe_columns = RECIPE_COLUMNS[: len(recipes[0])]
     pd.DataFrame([(*r, *data.values()) for r in recipes], columns=[*recipe_columns, *data]).to_csv(
         folder / "recipes.csv", index=False
     )

@@ -68,6 +68,7 @@ SCOPES = {
     "recipe": "the recipe on a real dataset (the synthetic laptop data only indicates)",
 }
 NUMERICS_ONLY = " (numerics only: the all-reduce's share, the same top-1 as the ring at one seed)"
+UNVERIFIED = "unverified claim"
 # The verdicts' first words (a numerics verdict ends in NUMERICS_ONLY; an unverified claim's adds what was measured)
 VERDICTS = (
     "reproduced",
@@ -76,9 +77,8 @@ VERDICTS = (
     "indicative only",
     "not measurable here",
     "not in this run",
-    "unverified claim",
+    UNVERIFIED,
 )
-UNVERIFIED = "unverified claim"
 RATIO_BYTES = 1 << 20  # a speed claim is about large messages (ResNet-50's gradient buckets): sizes from here up
 PERCENTILES = (10, 90)  # the interval of a measured ratio over the bench's rounds and sizes
 
@@ -337,8 +337,8 @@ def scaling_efficiency(tables: dict[str, pd.DataFrame], scope: str, needs: str, 
     scale = scale[scale.groupby("setting")["world_size"].transform("nunique") > 1]  # a curve, not one point
     if scale.empty:
         return Measured(None, "no scaling measured", f"not measurable here: {needs}")
-    others = sorted({str(a) for a in scale["algorithm"]} - {algorithm}) if "algorithm" in scale else []
-    scale = scale[scale["algorithm"] == algorithm] if "algorithm" in scale else scale.iloc[0:0]
+    others = sorted({str(a) for a in scale["algorithm"]} - {algorithm})
+    scale = scale[scale["algorithm"] == algorithm]
     if scale.empty:
         curves = f" (this run's curves are of {', '.join(others)})" if others else ""
         return Measured(None, f"no {algorithm} scaling curve{curves}", f"not measurable here: {needs}")

@@ -21,8 +21,9 @@ from scalerepro.cli.simulation import (
 from scalerepro.comm.algorithms import get
 from scalerepro.comm.costprojection import RESNET50_GRADIENT_BYTES
 from scalerepro.errors import UserError
-from scalerepro.sim.engine import METHODS, Point, load_simgrid, shape_of
+from scalerepro.sim.engine import Point, load_simgrid, shape_of
 
+METHODS = ("fast", "full", "both")  # --method: by pattern where it holds, every stage, each point both ways
 DESCRIPTION = (
     "Runs every rank's schedule (the same one the executors run) in SimGrid on a "
     "platform of config/platforms.yaml (or this machine, fitted from --bench), one "

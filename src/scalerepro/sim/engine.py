@@ -62,9 +62,6 @@ DEBIAN_DIST_PACKAGES = "/usr/lib/python3/dist-packages"  # where Debian's python
 INSTALL = "sudo apt-get install python3-simgrid (Debian/Ubuntu)"
 
 
-METHODS = ("fast", "full", "both")  # simulate --method: by pattern where it holds, every stage, each point both ways
-
-
 @dataclass(frozen=True)
 class Point:
     """One simulation: ``algorithm`` over ``ranks`` of ``platform``, ``nbytes`` of ``itemsize``-byte floats."""
@@ -221,7 +218,7 @@ def _fattree(sg: Any, nodes: tuple[int, ...], platform: Platform, pairs: set[tup
     itself is its reduction link (1/gamma bytes/s).
     """
     zone = sg.NetZone.create_full_zone("fattree")
-    p, g, nics = len(nodes), min(platform.ranks_per_node, len(nodes)), platform.nics_per_node
+    p, nics, nic = len(nodes), platform.nics_per_node, _nic(platform, len(nodes))
     hosts = [zone.create_host(f"rank{r}", 1e12).seal() for r in range(p)]
 
     def link(name: str, rate: float, latency_us: float = 0.0) -> Any:
@@ -252,7 +249,7 @@ def _fattree(sg: Any, nodes: tuple[int, ...], platform: Platform, pairs: set[tup
         elif nodes[src] == nodes[dst]:
             route = [port[src][0], port[dst][1]]
         else:
-            route = [adapter[nodes[src], (src % g) % nics][0], *core, adapter[nodes[dst], (dst % g) % nics][1]]
+            route = [adapter[nodes[src], nic(src)][0], *core, adapter[nodes[dst], nic(dst)][1]]
         zone.add_route(hosts[src].netpoint, hosts[dst].netpoint, None, None, [sg.LinkInRoute(x) for x in route], False)
     zone.seal()
     return hosts
@@ -262,45 +259,49 @@ def _shared(point: Point, pattern: Sequence[Schedule]) -> bool:
     """Whether two messages of the one-stage schedules ``pattern`` cross one network link: a node's adapter or
     the core link of a fat tree (a rank's own port is its alone), or a torus link (:func:`_torus_links`)."""
     dims, nodes = point.platform.ranks(point.ranks)
-    sent = [(r, step.peer) for r, s in enumerate(pattern) for step in s.steps() if isinstance(step, Send)]
+    sent = _sent(pattern)
     if dims:
         used = Counter(link for a, b in sent for link in _torus_links(dims, a, b))
         return any(n > 1 for n in used.values())
-    g, nics = min(point.platform.ranks_per_node, len(nodes)), point.platform.nics_per_node
     crossing = [(a, b) for a, b in sent if nodes[a] != nodes[b]]
     if point.platform.oversubscription > 1 and len(crossing) > 1:
         return True
-    out = Counter((nodes[a], (a % g) % nics) for a, _ in crossing)
-    into = Counter((nodes[b], (b % g) % nics) for _, b in crossing)
+    nic = _nic(point.platform, len(nodes))
+    out = Counter((nodes[a], nic(a)) for a, _ in crossing)
+    into = Counter((nodes[b], nic(b)) for _, b in crossing)
     return any(n > 1 for n in (*out.values(), *into.values()))
+
+
+def _nic(platform: Platform, ranks: int) -> Callable[[int], int]:
+    """The adapter of its node a rank's messages to other nodes take (local rank i on adapter i mod nics)."""
+    g, nics = min(platform.ranks_per_node, ranks), platform.nics_per_node
+    return lambda rank: (rank % g) % nics
 
 
 def _torus_links(dims: tuple[int, ...], a: int, b: int) -> list[tuple[int, int, int]]:
     """The links (rank, dimension, +1 or -1) a message from rank a to rank b takes on a torus of ``dims`` (first
     dimension fastest in the rank), routed dimension by dimension the shorter way round: an estimate of
     SimGrid's routes, enough to tell messages that share a link from those that do not."""
-    coords, at = [], a
-    for d in dims:
-        at, x = divmod(at, d)
-        coords.append(x)
-    target, at = [], b
-    for d in dims:
-        at, x = divmod(at, d)
-        target.append(x)
-    links = []
+    strides = [math.prod(dims[:k]) for k in range(len(dims))]
+    at, links = a, []
     for k, d in enumerate(dims):
-        ahead = (target[k] - coords[k]) % d
-        step = 1 if ahead <= d - ahead else -1
-        while coords[k] != target[k]:
-            rank = sum(c * math.prod(dims[:i]) for i, c in enumerate(coords))
-            links.append((rank, k, step))
-            coords[k] = (coords[k] + step) % d
+        here, there = at // strides[k] % d, b // strides[k] % d
+        step = 1 if (there - here) % d <= (here - there) % d else -1
+        while here != there:
+            links.append((at, k, step))
+            at += (((here + step) % d) - here) * strides[k]
+            here = (here + step) % d
     return links
 
 
-def _pairs(schedules: list[Schedule]) -> set[tuple[int, int]]:
+def _sent(schedules: Sequence[Schedule]) -> list[tuple[int, int]]:
+    """(sender, receiver) of every message the schedules send, once per message."""
+    return [(r, step.peer) for r, s in enumerate(schedules) for step in s.steps() if isinstance(step, Send)]
+
+
+def _pairs(schedules: Sequence[Schedule]) -> set[tuple[int, int]]:
     """Every (sender, receiver) pair the schedules send on."""
-    return {(r, step.peer) for r, s in enumerate(schedules) for step in s.steps() if isinstance(step, Send)}
+    return set(_sent(schedules))
 
 
 class _Driver:
@@ -618,7 +619,7 @@ def _run_patterns(point: Point, found: Plan) -> float | None:
     """Each pattern of ``found`` alone, one after another in one run of the engine: the all-reduce's seconds (the
     sum over stages of their pattern's time), or None as soon as a pattern's lanes end apart (lanes out of step)."""
     engine, sg = _engine(), load_simgrid()
-    hosts = _hosts(sg, point, set().union(*(_pairs(list(p)) for p in found.patterns)))
+    hosts = _hosts(sg, point, set().union(*(_pairs(p) for p in found.patterns)))
     gamma = point.platform.gamma_s_per_byte * point.itemsize if point.platform.reduction == "after" else 0.0
     seconds: list[float] = []
     drivers: list[_Driver] = []

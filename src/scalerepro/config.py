@@ -234,6 +234,7 @@ class SimulateConfig:
     platforms: tuple[str, ...]
     algorithms: tuple[str, ...]
     ranks: tuple[int, ...]
+    full_max_messages: int
     claims_max_ranks: int
     claims_left_out: tuple[str, ...]
     dtypes: tuple[str, ...]

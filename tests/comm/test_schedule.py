@@ -226,3 +226,16 @@ def test_multiring_with_the_library_across_nodes_is_hierarchical():
 def test_multiring_refuses_a_grid_ddl_does_not_describe(grid, kinds, named):
     with pytest.raises(UserError, match=re.escape(named)):
         ALGORITHMS["multiring"].schedule(Spec(int(np.prod(grid)), 0, 1000, grid=grid, dim_algorithms=kinds))
+
+
+@pytest.mark.parametrize(("p", "dims"), [(24, (4, 6)), (60, (3, 4, 5)), (4096, (8, 512))])
+def test_multiring_library_lines_are_the_partition_along_each_dimension(p, dims):
+    """The groups a library dimension's collective runs over: every rank in exactly one line, each line the ranks
+    that differ only in that coordinate, in order of their first rank."""
+    from scalerepro.comm.multiring import lines
+    from scalerepro.comm.shapes import line
+
+    for k in range(len(dims)):
+        found = lines(p, dims, k)
+        assert found == tuple(sorted({line(r, dims, k) for r in range(p)}))
+        assert sorted(r for g in found for r in g) == list(range(p))

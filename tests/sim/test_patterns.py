@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import pytest
@@ -10,7 +11,14 @@ from scalerepro.comm.algorithms import names
 from scalerepro.comm.schedule import Recv, Schedule, Send
 from scalerepro.sim import simulate, simulate_feasible
 from scalerepro.sim.engine import Point
-from scalerepro.sim.patterns import OUT_OF_STEP, PIPELINED, SIZE_TOLERANCE, UNMATCHED, group_stages
+from scalerepro.sim.patterns import (
+    APPROXIMATE,
+    OUT_OF_STEP,
+    PIPELINED,
+    SIZE_TOLERANCE,
+    UNMATCHED,
+    group_stages,
+)
 from scalerepro.sim.platforms import Platform, load_platforms
 from tests.support import REPO
 
@@ -33,6 +41,7 @@ NODES = Platform(  # nodes of 4 ranks, 2 adapters each, a 2:1 core: messages sha
 WIDE = Platform(  # nodes of 8 ranks on 8 adapters, a sum slower than the links
     "wide", "fattree", 64, 50.0, 3.0, 2e-10, ranks_per_node=8, intra_GBps=450.0, intra_latency_us=2.0, nics_per_node=8
 )
+PLATFORMS = {p.name: p for p in (TORUS, NODES, WIDE)}
 ALGORITHMS = [a for a in names() if a != "auto"]
 NBYTES = 4 * 1_000_003  # a prime count of floats: no rank count splits it evenly
 
@@ -67,12 +76,29 @@ def test_every_algorithm_by_pattern_within_two_percent_of_every_stage(platform, 
 
 def test_ranks_out_of_step_over_a_shared_core_are_simulated_in_full():
     """The ring over Kumar et al.'s cluster at its slow corner (a 2:1 core) at 256 ranks: ranks at node borders end
-    each stage late while the crossing messages share the core, which the sum over patterns would make 21% slow
-    at 26 MB; the pattern run sees it and the full simulation's number comes back."""
+    each stage late while the crossing messages share the core, which the sum over patterns makes 21% slow at
+    26 MB; the pattern run sees it and the full simulation's number comes back, unless its 130,560 messages are
+    over the limit, where the sum comes back marked approximate."""
     plat = load_platforms(REPO / "config" / "platforms.yaml")["kumar-minsky"].corner(False)
-    fast, full = simulate([Point("ring", 256, 26062752, plat, method=m) for m in ("fast", "full")])
+    point = Point("ring", 256, 26062752, plat)
+    fast, full, over = simulate([point, replace(point, method="full"), replace(point, full_max_messages=130_559)])
     assert (fast["method"], fast["why_full"]) == ("full", OUT_OF_STEP)
     assert fast["simulated_s"] == full["simulated_s"]
+    assert (over["method"], over["why_full"]) == (APPROXIMATE, f"{OUT_OF_STEP}, 130560 messages")
+    assert 1.15 < over["simulated_s"] / full["simulated_s"] < 1.25
+
+
+@pytest.mark.parametrize(("platform", "ranks"), [(p, n) for (p, n), algos in IN_FULL.items() if algos])
+def test_out_of_step_over_the_limit_keeps_the_sum_within_its_stated_spread(platform, ranks):
+    """What the pattern runs find out of step (:data:`IN_FULL`), with the full simulation's messages over
+    ``full_max_messages``: the sum over patterns comes back marked approximate, between the 2% under and 22%
+    over the full simulation that patterns.py and the config schema state."""
+    algos = IN_FULL[platform, ranks]
+    points = [Point(a, ranks, NBYTES, PLATFORMS[platform], method="full") for a in algos]
+    rows = simulate([replace(pt, method="fast", full_max_messages=1) for pt in points] + points)
+    for over, full in zip(rows[: len(algos)], rows[len(algos) :], strict=True):
+        assert over["method"] == APPROXIMATE, over["algorithm"]
+        assert 0.98 <= over["simulated_s"] / full["simulated_s"] <= 1.23, over["algorithm"]
 
 
 @pytest.mark.parametrize("ranks", [8, 64])
@@ -108,8 +134,42 @@ def test_sizes_that_differ_by_an_element_share_a_pattern_and_err_upwards():
     assert 1 <= fast["simulated_s"] / full["simulated_s"] <= 1 + SIZE_TOLERANCE
 
 
+def test_chunks_one_element_apart_share_a_pattern_however_small():
+    """A ring of 7 over 1,003 floats: chunks of 143 and 144 floats, 0.7% apart, beyond the tolerance but one element
+    apart, as the floor of n/p and one more always are: two patterns, above the full result by at most 1/143."""
+    point = Point("ring", 7, 4 * 1003, TORUS)
+    found = group_stages(point.read)
+    assert not isinstance(found, str)
+    assert found.counts == (6, 6)
+    fast, full = simulate([point, replace(point, method="full")])
+    assert 1 <= fast["simulated_s"] / full["simulated_s"] <= 1 + 1 / 143
+
+
+def test_lanes_of_different_sizes_are_padded_each_to_its_own_largest():
+    """torus2d on a 4 x 6 grid: one half rings over 4 ranks while the other rings over 6, so a stage holds chunks
+    of two sizes, each lane's one element apart across ranks. Each lane padded to its own largest, its 16 stages
+    are 6 patterns, as its phases are (one size range for the whole stage left most stages apart)."""
+    found = group_stages(Point("torus2d", 24, NBYTES, NODES).read)
+    assert not isinstance(found, str)
+    assert (found.counts, found.stages) == ((3, 2, 3, 3, 2, 3), 16)
+
+
 def test_stages_that_do_not_match_within_themselves_are_not_grouped():
     """Rank 0 sends in its first stage, rank 1 receives in its second: no stage runs alone, so no plan."""
     sender = Schedule((((Send(1, 0, 8),), ()),))
     receiver = Schedule(((((), (Recv(0, 0, 8),))),))
     assert group_stages(lambda: [sender, receiver]) == UNMATCHED
+
+
+def test_a_long_point_is_said_as_it_ends_with_its_wall_time_and_method(monkeypatch, capsys):
+    """A point that takes SAID_S or longer is said on stderr as it ends (here every point: SAID_S 0), naming the
+    point, its network variant, its wall seconds and how it was simulated."""
+    import scalerepro.sim as sim
+
+    monkeypatch.setattr(sim, "SAID_S", 0.0)
+    simulate([Point("ring", 8, NBYTES, TORUS), Point("ring", 8, NBYTES, replace(TORUS, variant="slow network"))])
+    said = capsys.readouterr().err.splitlines()
+    assert sorted(re.sub(r"[0-9.]+ s \(", "N s (", line) for line in said) == [
+        f"simulated ring on 8 ranks of torus (slow network), {NBYTES} B: N s (patterns)",
+        f"simulated ring on 8 ranks of torus, {NBYTES} B: N s (patterns)",
+    ]

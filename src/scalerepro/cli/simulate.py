@@ -14,14 +14,16 @@ from scalerepro.cli.common import (
 )
 from scalerepro.cli.simulation import (
     chosen_platforms,
+    full_max_messages_arg,
     platform_args,
+    point_shape,
     simulate_points,
     write_tables,
 )
 from scalerepro.comm.algorithms import get
 from scalerepro.comm.costprojection import RESNET50_GRADIENT_BYTES
 from scalerepro.errors import UserError
-from scalerepro.sim.engine import Point, load_simgrid, shape_of
+from scalerepro.sim.engine import Point, load_simgrid
 
 METHODS = ("fast", "full", "both")  # --method: by pattern where it holds, every stage, each point both ways
 DESCRIPTION = (
@@ -50,6 +52,7 @@ def arguments(s: argparse.ArgumentParser) -> None:
         help="fast: each repeated pattern of transfers simulated once where the schedule allows (else every "
         "stage); full: every stage of every rank; both: each point both ways, with their ratio (default fast)",
     )
+    full_max_messages_arg(s)
     s.add_argument("--out", required=True, metavar="DIR", help="folder for simulation.csv and simulation.json")
 
 
@@ -60,7 +63,7 @@ def command(args: argparse.Namespace) -> None:
     for algo in algos:
         if get(algo) is None:
             raise UserError("simulate --algos auto: auto picks per size on a measured machine; name the algorithms")
-    shape = shape_of(load_config(args).comm)
+    shape = point_shape(load_config(args))
     platforms = chosen_platforms(args, [n for n in args.platform.split(",") if n])
     methods = ["fast", "full"] if args.method == "both" else [args.method]
     points = [
@@ -105,7 +108,7 @@ def print_agreement(rows: list[dict[str, Any]]) -> None:
         file=sys.stderr,
     )
     for fast, full in zip(rows[::2], rows[1::2], strict=True):
-        how = f"{fast['patterns']} patterns" if fast["method"] == "patterns" else f"full: {fast['why_full']}"
+        how = f"{fast['patterns']} {fast['method']}" if fast["patterns"] else f"full: {fast['why_full']}"
         print(
             f"{fast['platform']:>14} {fast['algorithm']:>15} {fast['ranks']:>6} {fast['bytes']:>11} "
             f"{fast['simulated_s'] / full['simulated_s']:>10.4f} {fast['wall_s']:>12.1f} {full['wall_s']:>12.1f}  "

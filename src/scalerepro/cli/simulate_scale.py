@@ -17,14 +17,16 @@ from scalerepro.cli.common import (
 from scalerepro.cli.simulation import (
     bucket_mib_arg,
     chosen_platforms,
+    full_max_messages_arg,
     platform_args,
+    point_shape,
     simulate_points,
     write_tables,
 )
 from scalerepro.sim import claims as published
 from scalerepro.sim import platforms as described
 from scalerepro.sim import scale
-from scalerepro.sim.engine import load_simgrid, shape_of
+from scalerepro.sim.engine import load_simgrid
 
 DESCRIPTION = (
     "Simulates ResNet-50's gradient buckets (as training cuts them) for every "
@@ -50,6 +52,7 @@ def arguments(s: argparse.ArgumentParser) -> None:
         listed=True,
     )
     bucket_mib_arg(s, "gradient bucket size as training cuts it")
+    full_max_messages_arg(s)
     setting(
         s,
         "--claims-max-ranks",
@@ -102,7 +105,7 @@ def command(args: argparse.Namespace) -> None:
     """ResNet-50's gradient buckets on every platform and algorithm; projected steps with bands; claims judged."""
     load_simgrid()
     cfg = load_config(args)
-    sim, bucket_mib, shape = cfg.simulate, cfg.train.bucket_mib, shape_of(cfg.comm)
+    sim, bucket_mib, shape = cfg.simulate, cfg.train.bucket_mib, point_shape(cfg)
     platforms = chosen_platforms(args, sim.platforms)
     if list(sim.platforms) == ["all"]:  # the clusters kept to check the simulator against carry no ResNet-50 rate
         platforms = [p for p in platforms if p.images_per_s_per_accelerator]

@@ -17,6 +17,7 @@ from scalerepro.comm.benchfile import FlatRow, read_rows
 from scalerepro.errors import UserError
 from scalerepro.io import write_json_atomic, write_text_atomic
 from scalerepro.sim import simulate_feasible
+from scalerepro.sim.engine import shape_of
 from scalerepro.sim.platforms import load_platforms, pick
 from scalerepro.sim.validate import MACHINE, machines
 
@@ -81,6 +82,23 @@ def platform_args(s: argparse.ArgumentParser, default: str | None) -> None:
 def bucket_mib_arg(s: argparse.ArgumentParser, what: str) -> None:
     """--bucket-mib: ResNet-50's gradient buckets as training cuts them (train.bucket_mib)."""
     setting(s, "--bucket-mib", "train.bucket_mib", what, type=positive)
+
+
+def full_max_messages_arg(s: argparse.ArgumentParser) -> None:
+    """--full-max-messages: the most messages a full simulation of a schedule out of step may start."""
+    setting(
+        s,
+        "--full-max-messages",
+        "simulate.full_max_messages",
+        "where a schedule runs out of step, simulate every stage only up to this many messages; above, keep "
+        "the sum over patterns, marked approximate (0: no limit)",
+        type=at_least(0),
+    )
+
+
+def point_shape(cfg: Any) -> dict[str, Any]:
+    """What every point of a run takes from the config ``cfg``: the comm shape and the full simulation's limit."""
+    return {**shape_of(cfg.comm), "full_max_messages": cfg.simulate.full_max_messages}
 
 
 def jobs_arg(s: argparse.ArgumentParser) -> None:

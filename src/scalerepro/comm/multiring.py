@@ -34,6 +34,9 @@ longer than 1 and a ring there, it is the ring (``as: ring``).
 
 from __future__ import annotations
 
+import math
+from functools import lru_cache
+
 from scalerepro.comm import ring
 from scalerepro.comm.schedule import (
     EMPTY,
@@ -112,6 +115,10 @@ def schedule(spec: Spec) -> Schedule:
     return Schedule(lanes, groups, info={"grid": list(dims), "dim_algorithms": list(kinds)})
 
 
+@lru_cache(maxsize=8)
 def lines(p: int, dims: tuple[int, ...], k: int) -> tuple[tuple[int, ...], ...]:
-    """Every line of ranks along dimension k: the partition a library dimension's collective runs over."""
-    return tuple(sorted({line(r, dims, k) for r in range(p)}))
+    """Every line of ranks along dimension k, in order of their first rank: the partition a library dimension's
+    collective runs over. One line per rank at coordinate 0 of dimension k, so O(p) (every rank's schedule asks
+    for the same partition: cached)."""
+    stride = math.prod(dims[:k])
+    return tuple(line(r, dims, k) for r in range(p) if (r // stride) % dims[k] == 0)

@@ -69,6 +69,9 @@ def simulate_feasible(
     return simulate(runnable, progress, jobs or None), skipped
 
 
+SAID_S = 10.0  # a point that takes this long (wall seconds) is said on stderr as it ends, with its time
+
+
 def simulate(
     points: Iterable[Point], progress: Callable[[int, int], None] | None = None, jobs: int | None = None
 ) -> list[dict[str, Any]]:
@@ -84,7 +87,8 @@ def simulate(
     point's cost grows with its ranks squared), so the last to finish are
     small ones and no core idles behind one long point. The first failure
     stops new forks and is raised once the running ones are in; an
-    interruption kills them. Rows come back in the order of ``points``.
+    interruption kills them. Rows come back in the order of ``points``; each
+    point that took :data:`SAID_S` or longer is said as it ends.
     """
     load_simgrid()
     todo = deque(sorted(enumerate(points), key=lambda item: -item[1].ranks))
@@ -114,6 +118,8 @@ def simulate(
                     failed = failed or error
                     if row is not None:
                         rows[child.index] = row
+                        if row["wall_s"] >= SAID_S:
+                            print(f"simulated {child.what()}: {row['wall_s']:.0f} s ({row['method']})", file=sys.stderr)
                         if progress is not None and not failed:
                             progress(len(rows), total)
         finally:
@@ -154,7 +160,8 @@ class _Child:
     def what(self) -> str:
         """The point, for messages."""
         p = self.point
-        return f"{p.algorithm} on {p.ranks} ranks of {p.platform.name}, {p.nbytes} B"
+        variant = f" ({p.platform.variant})" if p.platform.variant else ""
+        return f"{p.algorithm} on {p.ranks} ranks of {p.platform.name}{variant}, {p.nbytes} B"
 
     def finish(self) -> tuple[dict[str, Any] | None, str]:
         """Reap the child (its pipe read to the end): (its row, "") or (None, why it failed)."""

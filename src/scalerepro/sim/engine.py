@@ -49,15 +49,16 @@ from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from scalerepro.comm.algorithms import on_grid
 from scalerepro.comm.costterms import no_cyclic_gc, schedules
 from scalerepro.comm.schedule import UNCUT, Recv, Schedule, Send, Spec, executor_chunk
 from scalerepro.errors import UserError
-from scalerepro.sim.patterns import OUT_OF_STEP, Plan, group_stages, in_step, most_summed
+from scalerepro.sim.patterns import APPROXIMATE, OUT_OF_STEP, PATTERNS, Plan, group_stages, in_step, most_summed
 from scalerepro.sim.platforms import Platform
 
+_T = TypeVar("_T")
 DEBIAN_DIST_PACKAGES = "/usr/lib/python3/dist-packages"  # where Debian's python3-simgrid puts its module
 INSTALL = "sudo apt-get install python3-simgrid (Debian/Ubuntu)"
 
@@ -78,6 +79,7 @@ class Point:
     tree_arity: int = 2  # multicolor's trees (comm.tree_arity)
     chunk_bytes: int = 0  # pipeline chunk (comm.chunk_bytes; 0: the executor's own)
     method: str = "fast"  # "fast": by pattern where the schedule allows (scalerepro.sim.patterns); "full": every stage
+    full_max_messages: int = 0  # out of step above this many messages: the sum over patterns, approximate (0: none)
 
     def __post_init__(self) -> None:
         """Check the point fits the platform; errors name the field."""
@@ -506,17 +508,17 @@ def run_point(point: Point) -> dict[str, Any]:
     t0 = time.perf_counter()
     with no_cyclic_gc():
         found = group_stages(point.read) if point.method == "fast" else "asked for (method full)"
-        seconds = None
+        seconds, method = None, "full"
         if isinstance(found, Plan):
-            grouped = found
-            seconds = _forked(lambda: _run_patterns(point, grouped))
-            found = grouped if seconds is not None else OUT_OF_STEP
+            grouped, over = found, 0 < point.full_max_messages < found.messages
+            seconds, steady = _forked(lambda: _run_patterns(point, grouped, over))
+            method = PATTERNS if steady else APPROXIMATE if seconds is not None else "full"
+            found = grouped if steady else f"{OUT_OF_STEP}, {grouped.messages} messages" if over else OUT_OF_STEP
         if seconds is None:
             ranks = point.schedules()
             seconds, patterns, stages = _run_full(point, ranks), 0, _stages(ranks)
         else:
-            assert isinstance(found, Plan)
-            patterns, stages = len(found.counts), found.stages
+            patterns, stages = len(grouped.counts), grouped.stages
     dims, nodes = point.platform.ranks(point.ranks)
     algbw = point.nbytes / seconds / 1e9 if seconds > 0 else 0.0
     return {
@@ -530,7 +532,7 @@ def run_point(point: Point) -> dict[str, Any]:
         "simulated_s": seconds,
         "algbw_GBps": algbw,
         "busbw_GBps": algbw * 2 * (point.ranks - 1) / point.ranks,
-        "method": "patterns" if isinstance(found, Plan) else "full",
+        "method": method,
         "why_full": "" if isinstance(found, Plan) else found,
         "stages": stages,
         "patterns": patterns,
@@ -545,7 +547,7 @@ def _engine() -> Any:
     )
 
 
-def _forked(work: Callable[[], float | None]) -> float | None:
+def _forked(work: Callable[[], _T]) -> _T:
     """``work()`` run in a forked child (which makes its own engine); its answer, or its UserError raised here."""
     read, write = os.pipe()
     pid = os.fork()
@@ -570,7 +572,7 @@ def _forked(work: Callable[[], float | None]) -> float | None:
     kind, value = pickle.loads(b"".join(chunks))
     if kind == "error":
         raise UserError(value)
-    return cast("float | None", value)
+    return cast("_T", value)
 
 
 def _stages(ranks: list[Schedule]) -> int:
@@ -615,24 +617,30 @@ def _run_full(point: Point, ranks: list[Schedule]) -> float:
     return float(engine.clock)
 
 
-def _run_patterns(point: Point, found: Plan) -> float | None:
-    """Each pattern of ``found`` alone, one after another in one run of the engine: the all-reduce's seconds (the
-    sum over stages of their pattern's time), or None as soon as a pattern's lanes end apart (lanes out of step)."""
+def _run_patterns(point: Point, found: Plan, anyway: bool) -> tuple[float | None, bool]:
+    """Each pattern of ``found`` alone, one after another in one run of the engine: (the all-reduce's seconds, the
+    sum over stages of their pattern's time; whether every pattern ran in step). Where a pattern runs out of step,
+    the seconds are None and the run stops there, unless ``anyway`` asks for the sum all the same (approximate:
+    :mod:`scalerepro.sim.patterns`)."""
     engine, sg = _engine(), load_simgrid()
     hosts = _hosts(sg, point, set().union(*(_pairs(p) for p in found.patterns)))
     gamma = point.platform.gamma_s_per_byte * point.itemsize if point.platform.reduction == "after" else 0.0
     seconds: list[float] = []
     drivers: list[_Driver] = []
+    steady = [True]
 
     def start() -> None:
         pattern, begun = found.patterns[len(drivers)], float(engine.clock)
 
         def done() -> None:
             took = float(engine.clock) - begun
-            if in_step(took, *drivers[-1].spreads(), gamma * most_summed(pattern), _shared(point, pattern)):
-                seconds.append(took)
-                if len(drivers) < len(found.patterns):
-                    start()
+            if not in_step(took, *drivers[-1].spreads(), gamma * most_summed(pattern), _shared(point, pattern)):
+                steady[0] = False
+                if not anyway:
+                    return
+            seconds.append(took)
+            if len(drivers) < len(found.patterns):
+                start()
 
         drivers.append(_driver(sg, point, pattern, hosts, done))
 
@@ -640,4 +648,6 @@ def _run_patterns(point: Point, found: Plan) -> float | None:
     engine.run()
     for driver in drivers:
         _stuck(point, driver)
-    return found.total(seconds) if len(seconds) == len(found.patterns) else None
+    if len(seconds) < len(found.patterns):
+        return None, False
+    return found.total(seconds), steady[0]

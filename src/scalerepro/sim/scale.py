@@ -18,7 +18,11 @@ all-reduce gets no faster when a link gets slower, so the corners bound
 it), each combined with the rate's range and the overlap modes. Only the
 smallest and the largest bucket of a gradient type are simulated; the
 others are interpolated linearly in their bytes (an all-reduce of a fixed
-schedule costs latency plus bytes over bandwidth).
+schedule costs latency plus bytes over bandwidth). A row's
+``approximate`` names the network variants whose all-reduce was too
+large to simulate stage by stage where its ranks ran out of step
+(``simulate.full_max_messages``): their times are sums over patterns
+(:data:`scalerepro.sim.patterns.APPROXIMATE`).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from typing import Any
 from scalerepro.errors import UserError
 from scalerepro.sim import timeline
 from scalerepro.sim.engine import Point
+from scalerepro.sim.patterns import APPROXIMATE
 from scalerepro.sim.platforms import NETWORK, Platform
 
 ITEMSIZE = {"float32": 4, "bfloat16": 2}
@@ -146,10 +151,13 @@ class Projection:
             raise UserError(f"platform {platform.name!r} has no images_per_s_per_accelerator; add it to project steps")
         self.platform, self.bucket_mib, self.batch = platform, bucket_mib, batch
         self.times: dict[tuple[str, str, int], dict[int, float]] = {}
+        self.approximate: set[tuple[str, str, int]] = set()  # sums over patterns out of step (patterns.APPROXIMATE)
         for r in rows:
             if r["platform"] == platform.name:
                 key = (r.get("variant", ""), r["algorithm"], r["ranks"])
                 self.times.setdefault(key, {})[r["bytes"]] = r["simulated_s"]
+                if r.get("method") == APPROXIMATE:
+                    self.approximate.add(key)
         self.model = timeline.resnet50()
         self.networks = {v.variant: v for v in variants(platform, True, True)}
 
@@ -222,6 +230,7 @@ class Projection:
             **{f"{m}_low": min(v) for m, v in band.items()},
             **{f"{m}_high": max(v) for m, v in band.items()},
             "band_spans_network": len(nets) == len(variants(plat)),  # else the rate and overlap only
+            "approximate": "; ".join(n or "as described" for n in sorted(nets) if (n, algo, p) in self.approximate),
             "batch_per_rank": self.batch,
             "overlap": plat.overlap,
             "source": "simulated",

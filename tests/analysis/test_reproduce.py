@@ -268,3 +268,29 @@ def test_a_claim_the_run_did_not_simulate_says_which_key_left_it_out():
         == "not simulated in this run (left out by simulate.claims_left_out: make simulate runs it)"
     )
     assert "1024 ranks is above simulate.claims_max_ranks" in simulated(rows, "b")
+
+
+def test_a_simulated_floor_says_so_and_what_the_figure_rests_on():
+    """A claim stated as 'over X' reads as a floor on the card, and the card names the ranged number the simulated
+    figure moves with most, its ends and the figure at each."""
+    from scalerepro.analysis.reproduce import simulated
+
+    row = {
+        "id": "t",
+        "ranks": 1024,
+        "platform": "tpu-v3-pod",
+        "metric": "images_per_s",
+        "bound": "floor",
+        "simulated": 1.8e6,
+        "simulated_low": 1.2e6,
+        "simulated_high": 2.0e6,
+        "verdict": "consistent",
+        "independent": True,
+        "rests_on": "images_per_s_per_accelerator",
+        "rests_on_ends": "1268 to 2022",
+        "rests_on_low": 1.25e6,
+        "rests_on_high": 1.95e6,
+    }
+    text = simulated(pd.DataFrame([row]), "t")
+    assert "it rests most on images_per_s_per_accelerator, 1268 to 2022 giving 1.250 M images/s to 1.950 M" in text
+    assert text.endswith("consistent (tolerance 20% either way; the published figure a floor)")

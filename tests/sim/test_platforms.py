@@ -113,12 +113,16 @@ def test_simulation_rules_follow_enabled_and_simgrid(monkeypatch, capsys):
     assert sim.enabled(True) is True
 
 
-def test_no_number_that_sets_a_time_comes_from_a_reproduced_papers_results():
-    """Only the size of the papers' runs (ranks, GPUs per node) may cite the papers themselves: a compute rate or
-    a link from their own results would make the simulated figure agree with the claim it is compared with."""
-    for name, plat in load_platforms(SHIPPED).items():
-        assert set(plat.from_papers) <= {"max_ranks", "ranks_per_node"}, name
-        assert not plat.rate_from_papers(), name
+def test_no_number_that_sets_a_time_comes_from_a_claims_source_or_a_reproduced_paper():
+    """Only the size of the papers' runs (ranks, GPUs per node) may cite the papers themselves; no number that sets a
+    time cites a paper or any source a claim at scale cites (the announcement behind Cho et al.'s 95% included): a
+    compute rate or a link from them would make the simulated figure agree with the claim by construction."""
+    shipped = load_platforms(SHIPPED)
+    claimed = {c["source"].partition("#")[0] for c in load_claims(REPO / "config" / "papers", shipped)}
+    assert "ibm-ddl-announcement" in claimed
+    for name, plat in shipped.items():
+        assert plat.resting_on(claimed) == [], name
+    assert shipped["minsky-ddl"].primary == {"cho2017"}  # the run's size cites the paper, and counts as its own
 
 
 def test_every_assumed_number_that_sets_a_time_has_a_range_around_its_value():
@@ -192,3 +196,14 @@ def test_a_platform_added_to_the_file_is_projected_on_its_own_numbers(tmp_path):
     net = Network(0.0, 1 / 40e9, 0.0, 1e-6, 1 / 10e9)  # the platform's links, latencies and gamma
     want = profile(schedules("ring", spec), 8, 4, topo.placement(8)).cost(net).seconds
     assert rows[0]["ms"] == pytest.approx(want * 1e3)
+
+
+def test_every_shipped_platform_is_written_as_json_with_its_sources():
+    """A platform's record (scale.json, simulation.json) holds every field, the sources it cites included."""
+    import json
+
+    for name, plat in load_platforms(SHIPPED).items():
+        back = json.loads(json.dumps(plat.as_dict()))
+        assert back["name"] == name
+        assert back["primary"] == sorted(plat.primary)
+        assert set(back["source_ids"]) == set(plat.source_ids)

@@ -218,3 +218,50 @@ def test_a_claim_left_out_is_not_simulated_and_says_why():
     check_left_out([kept, dropped], ["dropped"])
     with pytest.raises(UserError, match=r"simulate.claims_left_out: 'nope' is not the id of a claim at scale"):
         check_left_out([kept, dropped], ["nope"])
+
+
+def test_a_claim_row_names_what_it_rests_on_and_analyze_keeps_every_column():
+    """The judged row names the ranged number that moves the claim's figure most alone (here the compute rate,
+    which the sensitivity table also ranks first), with its ends and the figure at each; and analyze's papers table
+    keeps every column the row has, so the card sees the claim's bound and what it rests on."""
+    from scalerepro.analysis.analyze import PAPERS_COLUMNS
+
+    rows = fake_rows(points(PLAT, ["torus2d"], [8], ["float32"], 25.0, {"colors": 2}, sensitivity=True))
+    proj = {"x": Projection(rows, PLAT, 25.0, 32)}
+    (row,) = judged([claim(bound="floor")], proj)
+    table = sensitivity([claim()], proj)
+    top = max(table, key=lambda r: r["swing"])
+    assert row["rests_on"] == top["assumption"]
+    assert (row["rests_on_low"], row["rests_on_high"]) == (top["at_slow_end"], top["at_fast_end"])
+    assert row["rests_on_ends"] == f"{top['slow_end']} to {top['fast_end']}"
+    assert set(row) <= set(PAPERS_COLUMNS)
+
+
+def test_a_number_citing_the_claims_own_source_makes_the_figure_not_independent():
+    """Any number that sets a time and cites the source the claim comes from (a secondary one too) marks the claim's
+    row not independent, naming the number; the run's size citing it does not."""
+    from dataclasses import replace
+
+    rows = fake_rows(points(PLAT, ["torus2d"], [8], ["float32"], 25.0, {"colors": 2}))
+    mine = claim(source="ann#scaling")
+    sized = replace(PLAT, source_ids={"max_ranks": ("ann",)})
+    linked = replace(PLAT, source_ids={"max_ranks": ("ann",), "link_GBps": ("ann", "other")})
+    (free,) = judged([mine], {"x": Projection(rows, sized, 25.0, 32)})
+    (bound,) = judged([mine], {"x": Projection(rows, linked, 25.0, 32)})
+    assert (free["independent"], free["depends_on"]) == (True, "")
+    assert (bound["independent"], bound["depends_on"]) == (False, "link_GBps")
+
+
+def test_a_step_names_the_network_variants_whose_all_reduce_is_a_sum_over_patterns_out_of_step():
+    """Where the slow corner's points came back approximate (their full simulation over simulate.full_max_messages),
+    the step's row says so and names that corner; every other row says nothing."""
+    from scalerepro.sim.patterns import APPROXIMATE
+    from scalerepro.sim.scale import steps
+
+    rows = fake_rows(points(PLAT, ["ring", "torus2d"], [8], ["float32"], 25.0, {"colors": 2}))
+    for r in rows:
+        r["method"] = APPROXIMATE if (r["algorithm"], r["variant"]) == ("ring", "slow network") else "patterns"
+    found = {
+        r["algorithm"]: r["approximate"] for r in steps(Projection(rows, PLAT, 25.0, 32)) if r["dtype"] == "float32"
+    }
+    assert found == {"ring": "slow network", "torus2d": ""}

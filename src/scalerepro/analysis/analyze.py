@@ -238,6 +238,7 @@ SIMULATED_COLUMNS = [
     "time_90_epochs_s_low",
     "time_90_epochs_s_high",
     "hidden",
+    "approximate",
     "source",
 ]
 SENSITIVITY_COLUMNS = [
@@ -260,6 +261,7 @@ PAPERS_COLUMNS = [
     "ranks",
     "dtype",
     "metric",
+    "bound",
     "published",
     "simulated",
     "simulated_low",
@@ -270,6 +272,11 @@ PAPERS_COLUMNS = [
     "assumption_to_revisit",
     "cite",
     "independent",
+    "depends_on",
+    "rests_on",
+    "rests_on_ends",
+    "rests_on_low",
+    "rests_on_high",
     "why_not",
 ]
 VALIDATION_COLUMNS = [

@@ -407,7 +407,8 @@ def simulated(papers_csv: pd.DataFrame, claim: str | None) -> str:
     band = f"{_format(row['metric'], row['simulated_low'])} to {_format(row['metric'], row['simulated_high'])}"
     value = f"{_format(row['metric'], row['simulated'])} {where} (band over the platform's ranges: {band})"
     if str(row.get("independent")).lower() == "false":
-        value += " (not independent: the platform's compute rate comes from the paper's own results)"
+        value += f" (not independent: the platform's {row.get('depends_on')} cite the claim's source or a paper's own)"
+    value += _rests_on(row)
     verdict = str(row.get("verdict"))
     if verdict == "inconsistent":
         return f"{value}: inconsistent, {beyond_text(row['metric'], row['outside_by'])}"
@@ -415,6 +416,15 @@ def simulated(papers_csv: pd.DataFrame, claim: str | None) -> str:
         bound = BOUND_WORDS.get(str(row.get("bound")), "")
         return f"{value}: {verdict} (tolerance {tolerance_text(row['metric'])}{bound})"
     return f"{value}: {verdict}"
+
+
+def _rests_on(row: pd.Series) -> str:
+    """The ranged number the simulated figure moves with most, and how far (empty where none was varied)."""
+    key = row.get("rests_on")
+    if not isinstance(key, str) or not key:
+        return ""
+    low, high = _format(row["metric"], row["rests_on_low"]), _format(row["metric"], row["rests_on_high"])
+    return f"; it rests most on {key}, {row['rests_on_ends']} giving {low} to {high}"
 
 
 BOUND_WORDS = {"floor": "; the published figure a floor", "ceiling": "; the published figure a ceiling"}

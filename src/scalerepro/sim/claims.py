@@ -123,7 +123,8 @@ def judged(
                 "outside_by": off,
                 "assumption_to_revisit": c["if_off"] if verdict == "inconsistent" else "",
                 "cite": c["cite"],
-                "independent": None if proj is None else not proj.platform.rate_from_papers(),
+                **independence(c, proj),
+                **rests_on(c, proj),
                 "why_not": unsimulated(c, max_ranks, left_out, proj is not None) if nominal is None else "",
             }
         )
@@ -267,6 +268,32 @@ def sensitivity(claims: list[dict[str, Any]], projections: dict[str, Projection]
                 }
             )
     return rows
+
+
+def independence(claim: dict[str, Any], proj: Projection | None) -> dict[str, Any]:
+    """Whether the claim's simulated figure is independent of it: no number of its platform that sets a time cites
+    the claim's own source or a reproduced paper (:meth:`~scalerepro.sim.platforms.Platform.resting_on`); the
+    numbers that do, if any."""
+    if proj is None:
+        return {"independent": None, "depends_on": ""}
+    own = [str(claim["source"]).partition("#")[0]] if claim.get("source") else []
+    found = proj.platform.resting_on(own)
+    return {"independent": not found, "depends_on": ", ".join(found)}
+
+
+def rests_on(claim: dict[str, Any], proj: Projection | None) -> dict[str, Any]:
+    """What the claim's simulated figure rests on most: the ranged number of its platform that moves it most
+    alone (:func:`sensitivity`), its two ends and the figure at each (empty where nothing was varied)."""
+    rows = sensitivity([claim], {claim["platform"]: proj}) if proj is not None else []
+    if not rows:
+        return {"rests_on": "", "rests_on_ends": "", "rests_on_low": None, "rests_on_high": None}
+    top = max(rows, key=lambda r: r["swing"])
+    return {
+        "rests_on": top["assumption"],
+        "rests_on_ends": f"{top['slow_end']} to {top['fast_end']}",
+        "rests_on_low": top["at_slow_end"],
+        "rests_on_high": top["at_fast_end"],
+    }
 
 
 def _alone(claim: dict[str, Any], proj: Projection, key: str, fast: bool) -> float | None:

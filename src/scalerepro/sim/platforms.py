@@ -23,6 +23,7 @@ ranges (:meth:`Platform.corner`, :meth:`Platform.varied`), not at one guess.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -91,9 +92,10 @@ class Platform:
     variant: str = ""  # "" as described; else which numbers were moved to an end of their range
     sources: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
     ranges: dict[str, list[Any]] = field(default_factory=dict, compare=False, hash=False)
-    # the numbers taken from the reproduced papers' own results (a primary source): a figure projected from
-    # one of them is not independent of those papers' claims
-    from_papers: tuple[str, ...] = field(default=(), compare=False, hash=False)
+    # per number, the sources it cites (ids of config/sources.yaml), and which of those are the reproduced papers
+    # (primary): a figure projected from them is not independent of a claim they make (:meth:`resting_on`)
+    source_ids: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False, hash=False)
+    primary: frozenset[str] = field(default=frozenset(), compare=False, hash=False)
 
     def __post_init__(self) -> None:
         """Check the description; errors name the platform and the field."""
@@ -141,8 +143,8 @@ class Platform:
         return True
 
     def as_dict(self) -> dict[str, Any]:
-        """Every field, for JSON (sources included)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """Every field, for JSON (sources included; sets as sorted lists)."""
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
 
     def end(self, name: str, fast: bool) -> Any:
         """The end of ``name``'s range that makes the step faster (``fast``) or slower; its value if unranged."""
@@ -182,9 +184,12 @@ class Platform:
             self.reduction,
         )
 
-    def rate_from_papers(self) -> bool:
-        """Whether the ResNet-50 compute rate comes from a reproduced paper's own results."""
-        return "images_per_s_per_accelerator" in self.from_papers
+    def resting_on(self, claimed: Iterable[str]) -> list[str]:
+        """The numbers that set a time (:data:`RANGED`) citing one of the sources ``claimed`` (a claim's own) or a
+        reproduced paper: a figure simulated from them would agree with such a claim by construction. The size of
+        a run (max_ranks, ranks_per_node) may cite the paper whose run it is."""
+        wanted = set(claimed) | self.primary
+        return [k for k, ids in self.source_ids.items() if k in RANGED and wanted & set(ids)]
 
 
 def load_platforms(path: Path) -> dict[str, Platform]:
@@ -198,6 +203,11 @@ def load_platforms(path: Path) -> dict[str, Platform]:
     )
     registry = sources.load_beside(path, doc) if cites else None  # a file of assumptions needs no registry
     return {name: _platform(path, name, body, registry) for name, body in entries.items()}
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON takes it: a set as a sorted list."""
+    return sorted(value) if isinstance(value, set | frozenset) else value
 
 
 def _given(body: dict[str, Any]) -> dict[str, Any]:
@@ -231,10 +241,12 @@ def _platform(path: Path, name: str, body: Any, registry: sources.Registry | Non
             "(config/sources.yaml) or {assumed: why}"
         )
     cited = {k: sources.number_source(registry, v, f"{path}: platform {name!r}, sources.{k}") for k, v in given.items()}
-    from_papers = tuple(k for k, v in given.items() if registry is not None and _primary(registry, v))
+    ids = {k: _sources_of(registry, v) for k, v in given.items()} if registry is not None else {}
+    primary = frozenset(i for f in ids.values() for i in f if registry and registry.sources[i].kind == "primary")
     ranges = {k: span for k, v in given.items() if k in RANGED and (span := _range(path, name, k, v, body.get(k)))}
+    described = {**body, "sources": cited, "source_ids": ids, "primary": primary, "ranges": ranges}
     try:
-        return Platform(name=name, **{**body, "sources": cited, "from_papers": from_papers, "ranges": ranges})
+        return Platform(name=name, **described)
     except TypeError as exc:
         raise UserError(f"{path}: platform {name!r}: {exc}") from None
     except UserError as exc:  # the description's own checks: name the file and the platform's line
@@ -265,11 +277,10 @@ def _range(path: Path, name: str, key: str, entry: Any, value: Any) -> list[Any]
     return list(given)
 
 
-def _primary(registry: sources.Registry, entry: Any) -> bool:
-    """Whether a number's ``from`` names a fact of a primary source (one of the reproduced papers)."""
+def _sources_of(registry: sources.Registry, entry: Any) -> tuple[str, ...]:
+    """The ids of the sources a number's ``from`` names (none for an assumed number)."""
     refs = entry.get("from") if isinstance(entry, dict) else None
-    facts = registry.facts(refs, "platform sources") if refs else []
-    return any(registry.sources[f.source].kind == "primary" for f in facts)
+    return tuple(sorted({f.source for f in registry.facts(refs, "platform sources")})) if refs else ()
 
 
 def project(

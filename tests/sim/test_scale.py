@@ -235,6 +235,10 @@ def test_a_claim_row_names_what_it_rests_on_and_analyze_keeps_every_column():
     assert (row["rests_on_low"], row["rests_on_high"]) == (top["at_slow_end"], top["at_fast_end"])
     assert row["rests_on_ends"] == f"{top['slow_end']} to {top['fast_end']}"
     assert set(row) <= set(PAPERS_COLUMNS)
+    ratio = claim(id="r", metric="speedup_over", over="ring", published=None)
+    rings = fake_rows(points(PLAT, ["torus2d", "ring"], [8], ["float32"], 25.0, {"colors": 2}))
+    (alone,) = judged([ratio], {"x": Projection(rings, PLAT, 25.0, 32)})
+    assert alone["rests_on"] == ""  # nothing varied moves an all-reduce ratio without the network's numbers alone
 
 
 def test_a_number_citing_the_claims_own_source_makes_the_figure_not_independent():

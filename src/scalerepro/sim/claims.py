@@ -283,8 +283,10 @@ def independence(claim: dict[str, Any], proj: Projection | None) -> dict[str, An
 
 def rests_on(claim: dict[str, Any], proj: Projection | None) -> dict[str, Any]:
     """What the claim's simulated figure rests on most: the ranged number of its platform that moves it most
-    alone (:func:`sensitivity`), its two ends and the figure at each (empty where nothing was varied)."""
+    alone (:func:`sensitivity`), its two ends and the figure at each (empty where nothing varied moves it: an
+    all-reduce ratio moves with the network only, whose numbers alone are simulated with ``simulate.sensitivity``)."""
     rows = sensitivity([claim], {claim["platform"]: proj}) if proj is not None else []
+    rows = [r for r in rows if r["swing"] > 0]
     if not rows:
         return {"rests_on": "", "rests_on_ends": "", "rests_on_low": None, "rests_on_high": None}
     top = max(rows, key=lambda r: r["swing"])

@@ -133,14 +133,15 @@ def command(args: argparse.Namespace) -> None:
     rows, skipped = simulate_points(points, "simulate-scale", args.jobs)
     projections = {p.name: scale.Projection(rows, p, bucket_mib, sim.batch_per_rank) for p in platforms}
     steps = [s for proj in projections.values() for s in scale.steps(proj)]
-    compared = published.judged(claims, projections, sim.claims_max_ranks, sim.claims_left_out)
+    moved = published.sensitivity(claims, projections)
+    compared = published.judged(claims, projections, sim.claims_max_ranks, sim.claims_left_out, moved)
     write_tables(
         out,
         {
             "scale_points": rows,
             "scale": steps,
             "papers": compared,
-            "sensitivity": published.sensitivity(claims, projections),
+            "sensitivity": moved,
         },
         {
             "platforms": [p.as_dict() for p in platforms],

@@ -92,9 +92,12 @@ def judged(
     projections: dict[str, Projection],
     max_ranks: int = 1 << 30,
     left_out: Iterable[str] = (),
+    moved: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """One row per claim: published, simulated as described and its band over the platform's ranges, a verdict,
-    what to revisit when the published figure lies outside the band, and why a claim was not simulated."""
+    what to revisit when the published figure lies outside the band, what the figure rests on most (from the
+    :func:`sensitivity` table ``moved``, made here if not given), and why a claim was not simulated."""
+    moved = sensitivity(claims, projections) if moved is None else moved
     rows = []
     left_out = set(left_out)
     for c in claims:
@@ -124,7 +127,7 @@ def judged(
                 "assumption_to_revisit": c["if_off"] if verdict == "inconsistent" else "",
                 "cite": c["cite"],
                 **independence(c, proj),
-                **rests_on(c, proj),
+                **rests_on([r for r in moved if r["id"] == c["id"]]),
                 "why_not": unsimulated(c, max_ranks, left_out, proj is not None) if nominal is None else "",
             }
         )
@@ -281,12 +284,11 @@ def independence(claim: dict[str, Any], proj: Projection | None) -> dict[str, An
     return {"independent": not found, "depends_on": ", ".join(found)}
 
 
-def rests_on(claim: dict[str, Any], proj: Projection | None) -> dict[str, Any]:
-    """What the claim's simulated figure rests on most: the ranged number of its platform that moves it most
-    alone (:func:`sensitivity`), its two ends and the figure at each (empty where nothing varied moves it: an
+def rests_on(moved: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a claim's simulated figure rests on most: of its :func:`sensitivity` rows ``moved``, the ranged number
+    that moves it most alone, its two ends and the figure at each (empty where nothing varied moves it: an
     all-reduce ratio moves with the network only, whose numbers alone are simulated with ``simulate.sensitivity``)."""
-    rows = sensitivity([claim], {claim["platform"]: proj}) if proj is not None else []
-    rows = [r for r in rows if r["swing"] > 0]
+    rows = [r for r in moved if r["swing"] > 0]
     if not rows:
         return {"rests_on": "", "rests_on_ends": "", "rests_on_low": None, "rests_on_high": None}
     top = max(rows, key=lambda r: r["swing"])

@@ -55,7 +55,16 @@ from scalerepro.comm.algorithms import on_grid
 from scalerepro.comm.costterms import no_cyclic_gc, schedules
 from scalerepro.comm.schedule import UNCUT, Recv, Schedule, Send, Spec, executor_chunk
 from scalerepro.errors import UserError
-from scalerepro.sim.patterns import APPROXIMATE, OUT_OF_STEP, PATTERNS, Plan, group_stages, in_step, most_summed
+from scalerepro.sim.patterns import (
+    APPROXIMATE,
+    OUT_OF_STEP,
+    PATTERNS,
+    Plan,
+    group_stages,
+    in_step,
+    most_summed,
+    sent_pairs,
+)
 from scalerepro.sim.platforms import Platform
 
 _T = TypeVar("_T")
@@ -261,7 +270,7 @@ def _shared(point: Point, pattern: Sequence[Schedule]) -> bool:
     """Whether two messages of the one-stage schedules ``pattern`` cross one network link: a node's adapter or
     the core link of a fat tree (a rank's own port is its alone), or a torus link (:func:`_torus_links`)."""
     dims, nodes = point.platform.ranks(point.ranks)
-    sent = _sent(pattern)
+    sent = sent_pairs(pattern)
     if dims:
         used = Counter(link for a, b in sent for link in _torus_links(dims, a, b))
         return any(n > 1 for n in used.values())
@@ -296,14 +305,9 @@ def _torus_links(dims: tuple[int, ...], a: int, b: int) -> list[tuple[int, int, 
     return links
 
 
-def _sent(schedules: Sequence[Schedule]) -> list[tuple[int, int]]:
-    """(sender, receiver) of every message the schedules send, once per message."""
-    return [(r, step.peer) for r, s in enumerate(schedules) for step in s.steps() if isinstance(step, Send)]
-
-
 def _pairs(schedules: Sequence[Schedule]) -> set[tuple[int, int]]:
     """Every (sender, receiver) pair the schedules send on."""
-    return set(_sent(schedules))
+    return set(sent_pairs(schedules))
 
 
 class _Driver:
@@ -510,10 +514,11 @@ def run_point(point: Point) -> dict[str, Any]:
         found = group_stages(point.read) if point.method == "fast" else "asked for (method full)"
         seconds, method = None, "full"
         if isinstance(found, Plan):
-            grouped, over = found, 0 < point.full_max_messages < found.messages
+            grouped, sent = found, found.messages()
+            over = 0 < point.full_max_messages < sent
             seconds, steady = _forked(lambda: _run_patterns(point, grouped, over))
             method = PATTERNS if steady else APPROXIMATE if seconds is not None else "full"
-            found = grouped if steady else f"{OUT_OF_STEP}, {grouped.messages} messages" if over else OUT_OF_STEP
+            found = grouped if steady else f"{OUT_OF_STEP}, {sent} messages" if over else OUT_OF_STEP
         if seconds is None:
             ranks = point.schedules()
             seconds, patterns, stages = _run_full(point, ranks), 0, _stages(ranks)

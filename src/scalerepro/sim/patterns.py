@@ -104,11 +104,9 @@ class Plan:
     patterns: tuple[tuple[Schedule, ...], ...]  # per pattern, every rank's one-stage schedule (lanes kept in place)
     stages: int  # stages in all
 
-    @property
     def messages(self) -> int:
         """The messages of the whole schedule: what its full simulation starts."""
-        sends = [sum(type(step) is Send for sched in p for step in sched.steps()) for p in self.patterns]
-        return sum(n * k for n, k in zip(self.counts, sends, strict=True))
+        return sum(n * len(sent_pairs(p)) for n, p in zip(self.counts, self.patterns, strict=True))
 
     def total(self, seconds: Iterable[float]) -> float:
         """The all-reduce's time from each pattern's simulated time."""
@@ -232,6 +230,11 @@ def most_summed(pattern: Iterable[Schedule]) -> int:
         ),
         default=0,
     )
+
+
+def sent_pairs(schedules: Iterable[Schedule]) -> list[tuple[int, int]]:
+    """(sender, receiver) of every message the schedules (every rank's, in rank order) send, once per message."""
+    return [(r, step.peer) for r, s in enumerate(schedules) for step in s.steps() if isinstance(step, Send)]
 
 
 def _one_stage(sched: Schedule, k: int, pads: Mapping[int, int]) -> Schedule:

@@ -5,6 +5,9 @@
 #                       scalerepro finds it in /usr/lib/python3/dist-packages from the venv
 #   libjpeg-turbo-progs jpegtran: `scalerepro shard` indexes each JPEG's rows, so the loader decodes
 #                       only the rows a crop needs (without it, whole images)
+#   chromium            a headless browser: the tests open results/report.html in it as its reader
+#                       would (tests/browser.py); the pipeline runs without it (measured here: 112 MB
+#                       fetched, installed in about 40 s)
 #
 # As root, or with passwordless sudo, a missing package is installed with apt-get (measured here, both
 # removed and apt's cache emptied, package lists present: 4 s; the lists are refreshed first only if
@@ -16,6 +19,7 @@ set -uo pipefail
 missing=()
 /usr/bin/python3 -c 'import simgrid' 2>/dev/null || missing+=(python3-simgrid)
 command -v jpegtran >/dev/null || missing+=(libjpeg-turbo-progs)
+command -v chromium >/dev/null || missing+=(chromium)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -eq 0 ]; then

@@ -190,6 +190,23 @@ def test_studies_add_grid_points_once_each():
     assert train.points()[2].path == "split/ring/n4/g1-s0-r0"
 
 
+def test_each_grid_keeps_its_runs_shared_ones_included():
+    """The figures' study panels: a run two grids share is listed in both, a study set to null in none."""
+    train = from_mapping({"train": {"ranks": [1, 4]} | STUDIES}).train
+    grids = {name: [p.run_id for p in points] for name, points in train.grids().items()}
+    assert grids == {
+        "main": ["ring-n1-g1-s0-r0", "ring-n4-g1-s0-r0"],
+        "all": ["split-ring-n4-g1-s0-r0", "split-multiring-n4-g1-s0-r0"],
+        "lars": ["ring-n4-g1-s0-r0", "lars-ring-n4-g1-s0-r0"],
+    }
+    assert train.study_descriptions()["main"] == "the main grid: ring at 1, 4 ranks"
+
+
+def test_a_study_may_not_take_the_main_grids_name():
+    with pytest.raises(UserError, match="train.studies"):
+        from_mapping({"train": {"studies": {"main": {"ranks": [4]}}}})
+
+
 def test_a_variant_lays_its_keys_over_train():
     cfg = from_mapping({"train": {"ranks": [1, 4], "base_lr": 0.3} | STUDIES})
     lars = cfg.for_variant("lars").train

@@ -25,7 +25,8 @@ NUMBERS = ("accelerators", "global_batch", "epochs", "top1", "time_s", "images_p
 
 
 def load_baselines(path: Path) -> pd.DataFrame:
-    """Published results, each row marked 'published', with its source's identifier as ``cite``."""
+    """Published results, each row marked 'published', with its source's identifier as ``cite`` and, for a
+    reproduced paper's own, that paper's title as ``paper``."""
     doc = read_yaml(path, "baselines")
     entries = doc.get("baselines") if isinstance(doc, dict) else None
     if not isinstance(entries, list):
@@ -33,7 +34,10 @@ def load_baselines(path: Path) -> pd.DataFrame:
     registry = sources.load_beside(path, doc)
     rows = [_checked(registry, path, f"baselines[{i}]", e) for i, e in enumerate(entries)]
     for paper in papers.load_papers(path.parent / str(doc["papers"])) if doc.get("papers") else []:
-        rows += [_checked(registry, paper.path, f"baselines[{i}]", e) for i, e in enumerate(paper.baselines)]
+        rows += [
+            _checked(registry, paper.path, f"baselines[{i}]", e) | {"paper": paper.title}
+            for i, e in enumerate(paper.baselines)
+        ]
     frame = pd.DataFrame(rows)
     frame["source"] = "published"
     return frame

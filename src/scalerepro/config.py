@@ -72,6 +72,9 @@ class StageConfig:
         return self.keep if self.keep is not None else launcher.split()[:1] != ["srun"]
 
 
+MAIN_GRID = "main"  # the name of train's own grid beside its studies (train.studies)
+
+
 @dataclass(frozen=True)
 class GridPoint:
     """One training run of the sweep: recipe (variant), algorithm, ranks, BN group, seed, repetition."""
@@ -142,21 +145,33 @@ class TrainConfig:
     emulate_nodes: int
     variant: str
 
+    def grids(self) -> dict[str, list[GridPoint]]:
+        """The runs of each grid: ``main`` (train's own ranks x algorithms x ...), then each study by its name.
+        A run may be in several grids (the base ring at 4 ranks is in the main grid and the batch-norm study)."""
+        named: dict[str, Mapping[str, Any]] = {MAIN_GRID: {}} | {n: s for n, s in self.studies.items() if s}
+        return {
+            name: [
+                GridPoint(variant, algo, ranks, bn, seed, rep)
+                for variant, algo, ranks, bn, seed in itertools.product(
+                    g.get("variants", ["base"]),
+                    g.get("algorithms", self.algorithms),
+                    g.get("ranks", self.ranks),
+                    g.get("bn_groups", self.bn_groups),
+                    g.get("seeds", self.seeds),
+                )
+                for rep in range(self.repetitions)
+            ]
+            for name, g in named.items()
+        }
+
     def points(self) -> list[GridPoint]:
         """Every training run of the main grid and the studies, each once, in a stable order."""
-        grids: list[dict[str, Any]] = [{}] + [dict(study) for study in self.studies.values() if study is not None]
-        seen: dict[GridPoint, None] = {}
-        for g in grids:
-            for variant, algo, ranks, bn, seed in itertools.product(
-                g.get("variants", ["base"]),
-                g.get("algorithms", self.algorithms),
-                g.get("ranks", self.ranks),
-                g.get("bn_groups", self.bn_groups),
-                g.get("seeds", self.seeds),
-            ):
-                for rep in range(self.repetitions):
-                    seen.setdefault(GridPoint(variant, algo, ranks, bn, seed, rep))
-        return list(seen)
+        return list(dict.fromkeys(p for points in self.grids().values() for p in points))
+
+    def study_descriptions(self) -> dict[str, str]:
+        """Each grid's description: the studies' own, and what the main grid sweeps."""
+        main = f"the main grid: {', '.join(self.algorithms)} at {', '.join(map(str, self.ranks))} ranks"
+        return {MAIN_GRID: main} | {n: str(s.get("description", "")) for n, s in self.studies.items() if s}
 
     def bn_group_size(self, world: int) -> int:
         """Ranks per batch-norm group at ``world`` ranks; the error names the key and the counts that fit."""

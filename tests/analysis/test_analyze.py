@@ -10,7 +10,15 @@ import sys
 import pandas as pd
 import pytest
 
-from scalerepro.analysis.analyze import analyze, mlperf_score, scaling, step_parts, throughput, time_to_accuracy
+from scalerepro.analysis.analyze import (
+    analyze,
+    mlperf_score,
+    scaling,
+    step_parts,
+    study_table,
+    throughput,
+    time_to_accuracy,
+)
 from scalerepro.analysis.collect import collect, run_tables
 from scalerepro.analysis.plots import FIGURES, plot_all
 from tests.support import REPO
@@ -202,6 +210,7 @@ def test_collect_analyze_plot_end_to_end(tmp_path):
         tmp_path / "metrics.json",
         tmp_path / "analysis",
         costmodel,
+        studies=study_table({"main": ["ring-n1-g1-s0-r0", "ring-n2-g1-s0-r0"]}, {"main": "ring at 1, 2 ranks"}),
     )
     assert metrics["runs"]["ring-n2-g1-s0-r0"]["stage_s"] == 2.5
     assert metrics["runs"]["ring-n1-g1-s0-r0"]["stage_s"] is None
@@ -214,6 +223,17 @@ def test_collect_analyze_plot_end_to_end(tmp_path):
     assert set(comparison["source"]) == {"measured", "projected", "published"}
     assert comparison.loc[comparison["source"] == "projected", "allreduce_ms"].tolist() == [12.5]
     assert "arXiv 1811.06992" in set(comparison["cite"])
+    papers = comparison.set_index("work")["paper"]  # a reproduced paper's own published rows name it
+    assert (papers["Kumar et al. 2017"], papers["IBM DDL announcement 2017 (Caffe)"]) == (
+        "Kumar et al. 2017",
+        "Cho et al. 2017",
+    )
+    assert pd.isna(papers["Goyal et al. 2017"])
+    studies = pd.read_csv(tmp_path / "analysis" / "studies.csv")
+    assert studies.values.tolist() == [
+        ["main", "ring at 1, 2 ranks", "ring-n1-g1-s0-r0"],
+        ["main", "ring at 1, 2 ranks", "ring-n2-g1-s0-r0"],
+    ]
     figures = plot_all(tmp_path / "analysis", tmp_path / "plots")
     assert [f.name for f in figures] == list(FIGURES)
     assert all(f.stat().st_size > 10_000 and f.read_bytes()[:4] == b"\x89PNG" for f in figures)

@@ -294,3 +294,18 @@ def test_a_simulated_floor_says_so_and_what_the_figure_rests_on():
     text = simulated(pd.DataFrame([row]), "t")
     assert "it rests most on images_per_s_per_accelerator, 1268 to 2022 giving 1.250 M images/s to 1.950 M" in text
     assert text.endswith("consistent (tolerance 20% either way; the published figure a floor)")
+
+
+def test_the_reports_page_holds_a_table_per_paper_with_every_claim_escaped(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    table = reproduce(
+        tables(tmp_path / "analysis"), PAPERS, out / "r.md", out / "r.csv", out / "r.json", "cmd <x>", out / "r.html"
+    )
+    page = (out / "r.html").read_text()
+    assert page.count("<table") == 3
+    assert page.count("<h2>") == 3
+    assert page.count("<tr") == len(table) + 3  # a header row per table
+    assert "cmd &lt;x&gt;" in page
+    assert "cmd <x>" not in page
+    assert "<th>verdict</th>" in page

@@ -12,8 +12,10 @@ import yaml
 from snakemake.utils import update_config
 
 from scalerepro import sources
+from scalerepro.analysis.plots import FIGURES
 from scalerepro.config import from_mapping
 from scalerepro.papers import files, load_paper
+from tests.browser import report_problems
 from tests.support import REPO
 from tests.workflow.support import LAPTOP, job_counts, small_config, snakemake, workflow_copy
 
@@ -223,6 +225,24 @@ def test_bad_config_fails_before_any_job(tmp_path, bad, named):
 
 
 @pytest.mark.slow
+def _report_reads_in_a_browser(report, profile, claims_simulated):
+    """Every figure and the Reproduction page of ``report`` show in headless chromium, with no error, each figure
+    with its caption."""
+    shown, errors = report_problems(report, profile)
+    assert errors == []
+    assert set(shown["figures"]) == {f"results/plots/{name}" for name in FIGURES}
+    for path, size in shown["figures"].items():
+        assert isinstance(size, list), (path, size)  # else what the browser said of it
+        assert min(size) > 100, (path, size)  # decoded, not a broken-image icon
+    for path, caption in shown["captions"].items():
+        assert "Where the numbers come from" in caption or "Measured here" in caption, path
+    page = shown["pages"]["results/reproduction.html"]
+    assert page["shown"]
+    assert page["tables"] == 3
+    assert page["rows"] >= claims_simulated
+    assert "verdict" in page["header"]
+
+
 def test_laptop_run_end_to_end(tmp_path):
     """make run's two commands on a reduced dataset: every stage, metrics, figures, report; a rerun does nothing."""
     wf = workflow_copy(tmp_path)
@@ -260,20 +280,9 @@ def test_laptop_run_end_to_end(tmp_path):
         for row in csv.DictReader(f):  # the grid's bands (rate and overlap: simulate.corners is off)
             assert float(row["images_per_s_low"]) <= float(row["images_per_s"]) <= float(row["images_per_s_high"])
     assert (wf / "results/analysis/sensitivity.csv").is_file()
-    for fig in (
-        "scaling",
-        "scaling_efficiency",
-        "time_to_accuracy",
-        "allreduce_busbw",
-        "step_breakdown",
-        "simulation_validation",
-        "simulation_scale",
-        "simulation_sensitivity",
-        "accuracy_by_algorithm",
-        "recipe_effects",
-    ):
-        assert (wf / f"results/plots/{fig}.png").stat().st_size > 10_000
-        assert (wf / f"results/plots/{fig}.svg").read_text().lstrip().startswith("<?xml")
+    for fig in FIGURES:  # workflow/rules/common.smk's list (the report's test below holds the two equal)
+        assert (wf / "results/plots" / fig).stat().st_size > 10_000
+        assert (wf / "results/plots" / fig).with_suffix(".svg").read_text().lstrip().startswith("<?xml")
     assert (wf / "results/mlperf/ring-n2-g1-s0-r0.txt").read_text().startswith(":::MLLOG ")
     cards = (wf / "results/reproduction.md").read_text()
     assert cards.count("\n## ") == 3
@@ -300,6 +309,7 @@ def test_laptop_run_end_to_end(tmp_path):
     report = snakemake(wf, "--configfile", "small.yaml", "--report", "results/report.html", timeout=300)
     assert report.returncode == 0, report.stderr[-3000:]
     assert (wf / "results/report.html").stat().st_size > 100_000
+    _report_reads_in_a_browser(wf / "results/report.html", tmp_path / "browser", len(papers))
     again = snakemake(wf, "-n", "--cores", "2", "--configfile", "small.yaml")
     assert again.returncode == 0
     assert "Nothing to be done" in again.stdout + again.stderr

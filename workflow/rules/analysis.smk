@@ -58,9 +58,11 @@ rule analyze:
         tables=lambda w, input: Path(input.tables[0]).parent,
         out=lambda w, output: Path(output.tables[0]).parent,
         simulation=f"--simulation {Path(SIM_SCALE[0]).parent}" if SIMULATION else "",
+        cfg=sections("train"),
     shell:
         "scalerepro analyze --tables {params.tables} --baselines {input.baselines}"
-        " --costmodel {input.costmodel} {params.simulation} --metrics {output.metrics} --out {params.out} > {log} 2>&1"
+        " --costmodel {input.costmodel} {params.simulation} --config-json {params.cfg:q}"
+        " --metrics {output.metrics} --out {params.out} > {log} 2>&1"
 
 
 rule plot:
@@ -87,8 +89,9 @@ rule reproduce:
         sources="config/sources.yaml",
     output:
         cards="results/reproduction.md",
-        table=report(
-            "results/analysis/reproduction.csv",
+        table="results/analysis/reproduction.csv",
+        page=report(
+            "results/reproduction.html",
             caption="../report/reproduction.rst",
             category="Reproduction",
         ),
@@ -102,4 +105,4 @@ rule reproduce:
         papers=lambda w, input: Path(input.papers[0]).parent,
     shell:
         "scalerepro reproduce --analysis {params.analysis} --papers {params.papers} --out {output.cards}"
-        " --csv {output.table} --json {output.metrics} > {log} 2>&1"
+        " --csv {output.table} --html {output.page} --json {output.metrics} > {log} 2>&1"

@@ -42,6 +42,7 @@ ANALYSIS = expand(
         "validation",
         "accuracy",
         "recipes",
+        "studies",
     ],
 )
 FIGURES = [

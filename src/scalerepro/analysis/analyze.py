@@ -168,7 +168,8 @@ def comparison(
     scale: pd.DataFrame | None = None,
     projected: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
-    """Measured runs, cost-model projections and published results, each row saying which it is."""
+    """Measured runs, cost-model projections and published results, each row saying which it is; a reproduced
+    paper's published rows name it (``paper``, its title as papers.csv's)."""
     measured = pd.DataFrame(
         {
             "work": "this cluster: " + runs["run"],
@@ -195,6 +196,7 @@ def comparison(
         "allreduce_ms",
         "cite",
         "source",
+        "paper",
     ]
     parts = [measured.reindex(columns=cols), baselines.reindex(columns=cols)]
     if projected is not None and len(projected):
@@ -290,6 +292,15 @@ VALIDATION_COLUMNS = [
     "simulated_s",
     "ratio",
 ]
+
+
+STUDY_COLUMNS = ["study", "description", "run"]
+
+
+def study_table(grids: dict[str, list[str]], descriptions: dict[str, str]) -> pd.DataFrame:
+    """One row per run of each grid (config's TrainConfig.grids: the main grid, then each study)."""
+    rows = [(name, descriptions.get(name, ""), run) for name, runs in grids.items() for run in runs]
+    return pd.DataFrame(rows, columns=STUDY_COLUMNS)
 
 
 def simulation(sim_dir: Path | None) -> dict[str, pd.DataFrame]:
@@ -426,8 +437,10 @@ def analyze(
     out: Path,
     costmodel_path: Path | None = None,
     sim_dir: Path | None = None,
+    studies: pd.DataFrame | None = None,
 ) -> dict[str, Any]:
-    """Write metrics.json and the analysis CSVs; return the metrics."""
+    """Write metrics.json and the analysis CSVs; return the metrics. ``studies`` (:func:`study_table`) names
+    the grid or grids each run was trained for; without it, studies.csv has no rows."""
     tables = read_tables(tables_dir)
     runs = (
         per_run(tables)
@@ -468,6 +481,7 @@ def analyze(
         else pd.DataFrame(columns=["run", "algorithm", "world_size", "epoch", "elapsed_s", "top1", "top5"]),
         "accuracy.csv": accuracy.agreement(runs),
         "recipes.csv": accuracy.recipes(runs),
+        "studies.csv": studies if studies is not None else pd.DataFrame(columns=STUDY_COLUMNS),
         **sim,
     }
     for name, frame in outputs.items():

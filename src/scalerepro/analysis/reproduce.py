@@ -15,6 +15,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -630,16 +631,50 @@ def read_analysis(analysis: Path) -> dict[str, pd.DataFrame]:
     return out
 
 
+PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Reproduction</title>
+<style>
+body {{ font-family: sans-serif; font-size: 13px; margin: 1em; }}
+table {{ border-collapse: collapse; margin-bottom: 2em; }}
+th, td {{ border: 1px solid #ccc; padding: 4px 6px; text-align: left; vertical-align: top; }}
+th {{ background: #f0f0f0; }}
+</style></head>
+<body>
+<h1>Reproduction: one row per published claim</h1>
+<p>Written by <code>{command}</code>; the cards with what this run can establish are in
+results/reproduction.md.</p>
+{body}
+</body></html>
+"""
+
+
+def html(table: pd.DataFrame, command: str) -> str:
+    """The claims' table as one HTML page (the report shows it): a section per paper, a row per claim."""
+    sections = [
+        f"<h2>{escape(str(paper))}</h2>\n" + rows.drop(columns=["paper"]).to_html(index=False, na_rep="", border=0)
+        for paper, rows in table.groupby("paper", sort=False)
+    ]
+    return PAGE.format(command=escape(command), body="\n".join(sections))
+
+
 def reproduce(
-    analysis: Path, papers_dir: Path, out_md: Path, out_csv: Path, out_json: Path, command: str
+    analysis: Path,
+    papers_dir: Path,
+    out_md: Path,
+    out_csv: Path,
+    out_json: Path,
+    command: str,
+    out_html: Path | None = None,
 ) -> pd.DataFrame:
-    """Write the cards (Markdown), their table (CSV, for the HTML report) and the DVC metrics; return the table."""
+    """Write the cards (Markdown), their table (CSV, and as HTML for the report) and the DVC metrics; return the
+    table."""
     papers = load_cards(papers_dir)
     tables = read_analysis(analysis)
     table = cards(papers, tables)
     write_text_atomic(out_md, markdown(papers, table, tables, command))
-    write_text_atomic(
-        out_csv, table.drop(columns=["value", "low", "high", "resolution", "reproduced"]).to_csv(index=False)
-    )
+    shown = table.drop(columns=["value", "low", "high", "resolution", "reproduced"])
+    write_text_atomic(out_csv, shown.to_csv(index=False))
+    if out_html is not None:
+        write_text_atomic(out_html, html(shown, command))
     write_json_atomic(out_json, dvc_metrics(table))
     return table

@@ -7,8 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from scalerepro.analysis.analyze import analyze
-from scalerepro.cli.common import check_out
+from scalerepro.analysis.analyze import analyze, study_table
+from scalerepro.cli.common import add_config_flags, check_out, load_config
 
 DESCRIPTION = None
 
@@ -31,10 +31,13 @@ def arguments(s: argparse.ArgumentParser) -> None:
         help="folder of `scalerepro simulate-validate` and `simulate-scale`: "
         "simulated rows join comparison.csv; simulated.csv, papers.csv and validation.csv are written",
     )
+    add_config_flags(s)  # train's grids name the study of each run (studies.csv, the time-to-accuracy panels)
 
 
 def command(args: argparse.Namespace) -> None:
     """Tables -> metrics.json and analysis tables."""
+    train = load_config(args).train
+    grids = {name: [p.run_id for p in points] for name, points in train.grids().items()}
     metrics = analyze(
         Path(args.tables),
         Path(args.baselines),
@@ -42,5 +45,6 @@ def command(args: argparse.Namespace) -> None:
         check_out(args.out, "--out", folder=True),
         Path(args.costmodel) if args.costmodel else None,
         Path(args.simulation) if args.simulation else None,
+        study_table(grids, train.study_descriptions()),
     )
     print(json.dumps(metrics["summary"], indent=2), file=sys.stderr)

@@ -33,7 +33,8 @@ def arguments(s: argparse.ArgumentParser) -> None:
         help=f"the papers' files: their claims and how each is measured (default {DEFAULT})",
     )
     s.add_argument("--out", required=True, metavar="FILE", help="the cards as Markdown, e.g. results/reproduction.md")
-    s.add_argument("--csv", required=True, metavar="FILE", help="the same rows as CSV (the HTML report's table)")
+    s.add_argument("--csv", required=True, metavar="FILE", help="the same rows as CSV")
+    s.add_argument("--html", metavar="FILE", help="the same rows as one HTML page, a table per paper (the report's)")
     s.add_argument(
         "--json",
         required=True,
@@ -48,5 +49,6 @@ def command(args: argparse.Namespace) -> None:
         "scalerepro reproduce " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["reproduce"] else "scalerepro reproduce"
     )
     out, csv, as_json = (check_out(getattr(args, name), f"--{name}", folder=False) for name in ("out", "csv", "json"))
-    table = reproduce(Path(args.analysis), Path(args.papers), out, csv, as_json, command)
+    page = check_out(args.html, "--html", folder=False) if args.html else None
+    table = reproduce(Path(args.analysis), Path(args.papers), out, csv, as_json, command, page)
     print(f"{len(table)} claims: {tally(table)} -> {args.out}", file=sys.stderr)

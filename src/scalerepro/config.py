@@ -146,22 +146,18 @@ class TrainConfig:
     variant: str
 
     def grids(self) -> dict[str, list[GridPoint]]:
-        """The runs of each grid: ``main`` (train's own ranks x algorithms x ...), then each study by its name.
-        A run may be in several grids (the base ring at 4 ranks is in the main grid and the batch-norm study)."""
-        named: dict[str, Mapping[str, Any]] = {MAIN_GRID: {}} | {n: s for n, s in self.studies.items() if s}
+        """The runs of each grid: ``main`` (train's own ranks x algorithms x ...), then each study by its name,
+        its keys filled as :func:`train_grids` fills them. A run may be in several grids (the base ring at 4 ranks
+        is in the main grid and the batch-norm study)."""
         return {
-            name: [
+            MAIN_GRID if where == "train" else where.removeprefix("train.studies."): [
                 GridPoint(variant, algo, ranks, bn, seed, rep)
                 for variant, algo, ranks, bn, seed in itertools.product(
-                    g.get("variants", ["base"]),
-                    g.get("algorithms", self.algorithms),
-                    g.get("ranks", self.ranks),
-                    g.get("bn_groups", self.bn_groups),
-                    g.get("seeds", self.seeds),
+                    g["variants"], g["algorithms"], g["ranks"], g["bn_groups"], g["seeds"]
                 )
                 for rep in range(self.repetitions)
             ]
-            for name, g in named.items()
+            for where, g in train_grids(vars(self)).items()
         }
 
     def points(self) -> list[GridPoint]:
@@ -171,7 +167,8 @@ class TrainConfig:
     def study_descriptions(self) -> dict[str, str]:
         """Each grid's description: the studies' own, and what the main grid sweeps."""
         main = f"the main grid: {', '.join(self.algorithms)} at {', '.join(map(str, self.ranks))} ranks"
-        return {MAIN_GRID: main} | {n: str(s.get("description", "")) for n, s in self.studies.items() if s}
+        studies = {n: str(s.get("description", "")) for n, s in self.studies.items() if s is not None}
+        return {MAIN_GRID: main} | studies
 
     def bn_group_size(self, world: int) -> int:
         """Ranks per batch-norm group at ``world`` ranks; the error names the key and the counts that fit."""

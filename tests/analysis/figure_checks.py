@@ -3,17 +3,15 @@ on another label or on the plotted data, a legend on the data, a legend too long
 
 from __future__ import annotations
 
-from itertools import combinations, pairwise
+from itertools import combinations
 
-import numpy as np
 from matplotlib.axes import Axes
-from matplotlib.collections import PathCollection
 from matplotlib.figure import Figure
 from matplotlib.legend import Legend
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
-from scalerepro.analysis.plots import MAX_KEY
+from scalerepro.analysis.plots import MAX_KEY, plotted
 
 SLACK = 1.0  # pixels: rounding of a drawn extent
 
@@ -54,37 +52,10 @@ def _points(fig: Figure) -> list[tuple[float, float]]:
 
 
 def _points_of(ax: Axes) -> list[tuple[float, float]]:
-    """Display positions of what is plotted inside ``ax``: scatter markers, and lines' vertices with points
-    along each segment (a legend or label on a curve hides it as much as one on a marker)."""
+    """What ``ax`` plots (markers, and points along its lines: :func:`scalerepro.analysis.plots.plotted`), inside
+    the axes: a point clipped away hides behind nothing."""
     box = ax.get_window_extent()
-    drawn = [
-        _along(ln.get_transform().transform(np.asarray(ln.get_xydata(), dtype=float)))
-        for ln in ax.get_lines()
-        if ln.get_visible()
-    ]
-    drawn += [
-        c.get_offset_transform().transform(np.asarray(c.get_offsets(), dtype=float))
-        for c in ax.collections
-        if isinstance(c, PathCollection)
-    ]
-    return [
-        (float(x), float(y))
-        for xy in drawn
-        for x, y in (xy[np.isfinite(xy).all(axis=1)] if len(xy) else [])
-        if box.x0 <= x <= box.x1 and box.y0 <= y <= box.y1
-    ]
-
-
-def _along(xy: np.ndarray, step: float = 4.0) -> np.ndarray:
-    """A drawn line's vertices and points every ``step`` pixels between them."""
-    xy = xy[np.isfinite(xy).all(axis=1)] if len(xy) else xy
-    if len(xy) < 2:
-        return xy
-    parts = [xy[:1]]
-    for a, b in pairwise(xy):
-        n = max(1, int(np.hypot(*(b - a)) // step))
-        parts.append(a + np.outer(np.arange(1, n + 1) / n, b - a))
-    return np.concatenate(parts)
+    return [(float(x), float(y)) for x, y in plotted(ax) if box.x0 <= x <= box.x1 and box.y0 <= y <= box.y1]
 
 
 def _overlap(a: Bbox, b: Bbox) -> bool:

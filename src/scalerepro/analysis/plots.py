@@ -128,13 +128,15 @@ def _log10(ax: Axes) -> None:
     ax.yaxis.set_minor_formatter(NullFormatter())
 
 
-def _figure(panels: int, columns: int, width: float = 4.6, height: float = 3.4) -> tuple[Figure, list[Axes]]:
+def _figure(
+    panels: int, columns: int, width: float = 4.6, height: float = 3.4, sharey: bool = False
+) -> tuple[Figure, list[Axes]]:
     """A figure laid out by matplotlib's constrained layout (titles, labels and keys kept inside), ``panels`` axes
     in rows of ``columns``; unused cells are hidden."""
     columns = max(1, min(columns, panels))
     rows = math.ceil(max(1, panels) / columns)
     fig = plt.figure(figsize=(width * columns + 1.8, height * rows + 0.5), layout="constrained")
-    axes = list(fig.subplots(rows, columns, squeeze=False).flat)
+    axes = list(fig.subplots(rows, columns, squeeze=False, sharey=sharey).flat)
     for ax in axes[max(1, panels) :]:
         ax.set_visible(False)
     return fig, axes[: max(1, panels)]
@@ -189,8 +191,8 @@ def _end_labels(ax: Axes) -> None:
     to_axes = ax.transScale + ax.transLimits
     ends = []
     for ln in lines:
-        xy = pd.DataFrame({"x": ln.get_xdata(), "y": ln.get_ydata()}).dropna()
-        ends.append(float(to_axes.transform((xy["x"].iloc[-1], xy["y"].iloc[-1]))[1]) if len(xy) else 0.5)
+        xy = _finite(np.asarray(ln.get_xydata(), dtype=float))
+        ends.append(float(to_axes.transform(xy[-1])[1]) if len(xy) else 0.5)
     fig = ax.get_figure()
     assert isinstance(fig, Figure)
     fig.draw_without_rendering()  # the laid-out height of the axes sets the gap
@@ -356,19 +358,24 @@ BESIDE = tuple(
 )
 
 
-def _plotted(ax: Axes, step: float = 3.0) -> np.ndarray:
-    """Display positions of what ``ax`` plots: scatter markers, and every line's vertices with points every
-    ``step`` pixels between them."""
+def _finite(xy: np.ndarray) -> np.ndarray:
+    """The rows of an (n, 2) array of points with both coordinates finite."""
+    return xy[np.isfinite(xy).all(axis=1)] if len(xy) else xy.reshape(0, 2)
+
+
+def plotted(ax: Axes, step: float = 3.0) -> np.ndarray:
+    """Display positions of what ``ax`` plots, (n, 2): scatter markers, and every visible line's vertices with
+    points every ``step`` pixels between them (a label or legend on a curve hides it as much as one on a marker).
+    Labels are placed by it here; tests/analysis/figure_checks.py checks with it."""
     found = [np.empty((0, 2))]
-    for ln in ax.get_lines():
-        xy = ln.get_transform().transform(np.asarray(ln.get_xydata(), dtype=float))
-        xy = xy[np.isfinite(xy).all(axis=1)]
+    for ln in (ln for ln in ax.get_lines() if ln.get_visible()):
+        xy = _finite(ln.get_transform().transform(np.asarray(ln.get_xydata(), dtype=float)))
         found.append(xy)
         for a, b in itertools.pairwise(xy):
             n = max(1, int(np.hypot(*(b - a)) // step))
             found.append(a + np.outer(np.arange(1, n) / n, b - a))
     found += [
-        c.get_offset_transform().transform(np.asarray(c.get_offsets(), dtype=float))
+        _finite(c.get_offset_transform().transform(np.asarray(c.get_offsets(), dtype=float)))
         for c in ax.collections
         if isinstance(c, PathCollection)
     ]
@@ -402,11 +409,11 @@ def _label_points(ax: Axes, labels: list[tuple[str, float, float]]) -> None:
     assert isinstance(fig, Figure)
     fig.draw_without_rendering()
     axes, px = ax.get_window_extent(), fig.dpi / 72
-    plotted, taken = _plotted(ax), list[tuple[float, ...]]()
+    points, taken = plotted(ax), list[tuple[float, ...]]()
     for text, x, y in labels:
         at = ax.transData.transform((x, y))
         size = (len(text) * 0.6 * FONT * px, 1.3 * FONT * px)  # a character is about 0.6 of the font size wide
-        place = min(BESIDE, key=lambda p: _cost(_box(at, p, size, px), axes, plotted, taken))
+        place = min(BESIDE, key=lambda p: _cost(_box(at, p, size, px), axes, points, taken))
         taken.append(_box(at, place, size, px))
         dx, dy, ha, va = place
         leader = {"arrowstyle": "-", "color": "grey", "lw": 0.6} if abs(dx) > 8 or abs(dy) > 10 else None
@@ -423,9 +430,7 @@ def _setting_lines(ax: Axes, scale: pd.DataFrame, column: str) -> None:
         algorithm = str(g["algorithm"].iloc[0])
         k = seen[algorithm] = seen.get(algorithm, -1) + 1
         line = _algorithm_line(ax, g["world_size"], g[column], algorithm, str(setting), ls=("-", "-.", ":")[k % 3])
-        if column == "efficiency":
-            ax.axhline(1.0, color="k", ls="--", lw=0.9)
-        else:
+        if column != "efficiency":
             ax.plot(
                 g["world_size"],
                 g["ideal_images_per_s"],
@@ -434,6 +439,8 @@ def _setting_lines(ax: Axes, scale: pd.DataFrame, column: str) -> None:
                 color=line.get_color(),
                 label=f"ideal for {setting}",
             )
+    if column == "efficiency":
+        ax.axhline(1.0, color="k", ls="--", lw=0.9)
 
 
 def _setting_bars(ax: Axes, single: pd.DataFrame, column: str) -> None:
@@ -467,10 +474,8 @@ def scaling_figure(
     lines, single = _measured(scale)
     bars = not efficiency and len(single) > 0
     fig, axes = _figure(len(titles) + 1 + bars, 2, width=5.2, height=3.4)
-    labels: dict[Axes, list[tuple[str, float, float]]] = {}
-    for ax, title in zip(axes, titles, strict=False):
-        source = comparison.rename(columns={published: column}) if efficiency else comparison
-        labels[ax] = _paper_panel(ax, title, source, sim, papers, column)
+    source = comparison.rename(columns={published: column}) if efficiency else comparison
+    labels = {ax: _paper_panel(ax, title, source, sim, papers, column) for ax, title in zip(axes, titles, strict=False)}
     measured = axes[len(titles)]
     if len(lines):
         _setting_lines(measured, lines, column)
@@ -575,11 +580,14 @@ def tta_figure(tta: pd.DataFrame, runs: pd.DataFrame, studies: pd.DataFrame) -> 
     return fig
 
 
-def _by_size(fig: Figure, data: pd.DataFrame, y: str, ylabel: str) -> list[Axes]:
-    """``y`` against message size (log 2): one panel per rank count, a line per algorithm."""
-    counts = sorted(data["ranks"].unique())
-    axes = fig.subplots(1, len(counts), squeeze=False, sharey=True)[0]
-    for ax, ranks in zip(axes, counts, strict=True):
+def _by_size(data: pd.DataFrame, y: str, ylabel: str, missing: str) -> tuple[Figure, list[Axes]]:
+    """``y`` against message size (log 2): one panel per rank count (``ranks``), a line per algorithm; one panel
+    saying that there are no ``missing`` where ``data`` is empty. A key is left to the caller."""
+    counts = sorted(data["ranks"].unique()) if len(data) else []
+    fig, axes = _figure(len(counts), len(counts), width=4.2, height=3.1, sharey=True)
+    if not counts:
+        _empty(axes[0], missing)
+    for ax, ranks in zip(axes, counts, strict=False):
         for algorithm, g in data[data["ranks"] == ranks].groupby("algorithm", sort=False):
             g = g.sort_values("bytes")
             _algorithm_line(ax, g["bytes"], g[y], str(algorithm), str(algorithm), markersize=4, lw=1.1)
@@ -587,18 +595,13 @@ def _by_size(fig: Figure, data: pd.DataFrame, y: str, ylabel: str) -> list[Axes]
         ax.set_title(f"{ranks} ranks", fontsize=9)
         ax.set_xlabel("message size per rank")
     axes[0].set_ylabel(ylabel)
-    return list(axes)
+    return fig, axes
 
 
 def busbw_figure(bench: pd.DataFrame) -> Figure:
     """Bus bandwidth against message size, one panel per rank count, a line per algorithm."""
-    counts = bench["world_size"].nunique() if len(bench) else 1
-    fig = plt.figure(figsize=(4.2 * counts + 1.8, 3.6), layout="constrained")
-    if len(bench):
-        axes = _by_size(fig, bench.assign(ranks=bench["world_size"]), "busbw_GBps", "busbw (GB/s)")
-        _shared_key(fig, axes, "algorithm")
-    else:
-        _empty(fig.subplots(), "benchmark points")
+    fig, axes = _by_size(bench.assign(ranks=bench["world_size"]), "busbw_GBps", "busbw (GB/s)", "benchmark points")
+    _shared_key(fig, axes, "algorithm")
     fig.suptitle("All-reduce bus bandwidth measured here (busbw = algbw x 2(p-1)/p)", fontsize=10)
     return fig
 
@@ -629,19 +632,14 @@ def breakdown_figure(runs: pd.DataFrame) -> Figure:
 
 def validation_figure(validation: pd.DataFrame) -> Figure:
     """Simulated / measured all-reduce time against message size, one panel per rank count (1 = exact)."""
-    counts = validation["ranks"].nunique() if len(validation) else 1
-    fig = plt.figure(figsize=(4.2 * counts + 1.8, 3.6), layout="constrained")
-    if len(validation):
-        axes = _by_size(fig, validation, "ratio", "simulated / measured time")
-        for ax in axes:
-            ax.axhline(1.0, color="k", lw=1)
-            for bound in (0.75, 1.25):
-                ax.axhline(bound, color="grey", ls=":", lw=1)
-            ax.axvline(64 << 10, color="grey", ls="--", lw=1)
-            _log10(ax)
-        _shared_key(fig, axes, "algorithm")
-    else:
-        _empty(fig.subplots(), "simulation of this machine")
+    fig, axes = _by_size(validation, "ratio", "simulated / measured time", "simulation of this machine")
+    for ax in axes if len(validation) else []:
+        ax.axhline(1.0, color="k", lw=1)
+        for bound in (0.75, 1.25):
+            ax.axhline(bound, color="grey", ls=":", lw=1)
+        ax.axvline(64 << 10, color="grey", ls="--", lw=1)
+        _log10(ax)
+    _shared_key(fig, axes, "algorithm")
     fig.suptitle("SimGrid against this machine (dotted: +-25%, dashed: 64 KiB)", fontsize=10)
     return fig
 
@@ -681,9 +679,8 @@ def sensitivity_figure(table: pd.DataFrame) -> Figure:
     """Per simulated claim, a pair of bars per ranged assumption: the claim's figure with that assumption alone
     at the slow end and at the fast end of its range, as a change from the platform as described."""
     claims = list(dict.fromkeys(table["id"])) if len(table) else []
-    fig, axes = _figure(
-        len(claims), 2, width=5.0, height=0.9 + 0.42 * max([int((table["id"] == c).sum()) for c in claims] or [1])
-    )
+    most = int(table["id"].value_counts().max()) if claims else 1  # bars of the claim with the most assumptions
+    fig, axes = _figure(len(claims), 2, width=5.0, height=0.9 + 0.42 * most)
     if not claims:
         _empty(axes[0], "sensitivity (simulate-scale)")
         return fig
